@@ -1,0 +1,8 @@
+//! directkv's benchmarks: key distributions, the machine-limit probe, and the in-process engine
+//! benchmark (`directkv bench engine`). Network drivers (native, RESP, memcached) come with the
+//! client (issue 4).
+
+pub mod dist;
+pub mod engine_bench;
+pub mod engine_sweep;
+pub mod probe;

@@ -1,0 +1,275 @@
+//! Probe: how many random cache lines per second this machine can read.
+//!
+//! What: a calibration loop that reads one `u64` from a random 64-byte line of a region, over and
+//! over, for a fixed time, and reports lines read per second. Over a region much larger than the
+//! last-level cache this is the memory system's random-access ceiling, the number a KV-Direct
+//! style store is judged against (each GET costs at least one random line read). Over an engine's
+//! own arena it shows the ceiling for that exact mapping (page size, NUMA placement).
+//!
+//! ```text
+//!   xorshift ──> 64 line indices ──> prefetch all 64 ──> read all 64 ──> sum (black_box)
+//!        ^                                                                   │
+//!        └──────────── repeat; look at the clock every 4096 reads ───────────┘
+//! ```
+//!
+//! Goals:
+//! - Measure the memory-level parallelism limit, not latency: addresses come from a xorshift
+//!   that never depends on loaded data, and a window of software prefetches is issued ahead of
+//!   the reads, so many misses are in flight at once.
+//! - Keep the loop's own cost small: no allocation, no bounds checks in the inner loop, one
+//!   `Instant::now` per 4096 reads.
+//!
+//! Non-goals: per-access latency (a pointer chase measures that), bandwidth of sequential
+//! streams, writes, multi-threaded scaling (callers run one probe per thread if they want it),
+//! or NUMA placement control.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Bytes per cache line; one read per line.
+const LINE_BYTES: usize = 64;
+
+/// Line addresses generated, prefetched, then read per window. Large enough to cover the
+/// line-fill buffers and the L2 miss queue of current cores, small enough to stay in registers
+/// and L1.
+const WINDOW_LINES: usize = 64;
+
+/// Windows between clock reads: 64 windows of 64 lines is 4096 reads, microseconds of work.
+const WINDOWS_PER_CLOCK_CHECK: usize = 64;
+
+/// Pages are touched every this many bytes so each one is backed by real memory (and not by the
+/// shared zero page) before timing starts. 4 KiB is the smallest page size on the platforms we
+/// run on; larger pages are touched several times, which is harmless.
+const TOUCH_STRIDE_BYTES: usize = 4096;
+
+/// The longest measurement accepted, so a typo cannot run a benchmark for hours.
+const SECONDS_MAX: f64 = 600.0;
+
+/// Maps `bytes` of anonymous memory (mmap + madvise(MADV_HUGEPAGE) via libc), touches every page, then for `seconds`
+/// reads one u64 from a random 64-byte line at a time (addresses from a fast xorshift, independent of loaded data
+/// so the CPU overlaps misses; software prefetch a window ahead, e.g. generate 64 addresses, prefetch all, then read all)
+/// and returns lines read per second. Unmaps before returning.
+///
+/// Panics if `bytes` is below one line, `seconds` is not in (0, `SECONDS_MAX`], or mmap fails.
+pub fn line_reads_per_sec(bytes: usize, seconds: f64) -> f64 {
+    assert!(
+        bytes >= LINE_BYTES,
+        "probe region of {bytes} bytes is below one line"
+    );
+    let mapping = Mapping::new(bytes);
+    mapping.touch_every_page();
+    // SAFETY: the mapping is readable for `bytes` bytes and lives until the end of this function,
+    // past the call.
+    unsafe { line_reads_per_sec_at(mapping.ptr, bytes, seconds) }
+}
+
+/// Same but over caller memory (e.g. an engine arena): `base` must be valid for `bytes` bytes of reads.
+///
+/// Only whole 64-byte lines inside the region, aligned to 64 bytes, are read. Memory that was
+/// never written may be backed by the shared zero page and measure as cache-resident.
+///
+/// # Safety
+/// base..base+bytes readable.
+pub unsafe fn line_reads_per_sec_at(base: *const u8, bytes: usize, seconds: f64) -> f64 {
+    assert!(!base.is_null(), "probe region is null");
+    assert!(
+        seconds > 0.0 && seconds <= SECONDS_MAX,
+        "probe duration {seconds} s outside (0, {SECONDS_MAX}]"
+    );
+    let skip = base.align_offset(LINE_BYTES);
+    let lines = bytes.saturating_sub(skip) / LINE_BYTES;
+    assert!(
+        lines >= 1,
+        "probe region of {bytes} bytes holds no aligned line"
+    );
+    // SAFETY: `skip + lines * LINE_BYTES <= bytes`, so the first line starts inside the region
+    // the caller vouched for.
+    let first_line = unsafe { base.add(skip) };
+    // SAFETY: `first_line .. first_line + lines * LINE_BYTES` lies within the caller's readable
+    // region and is 64-byte aligned.
+    unsafe { read_random_lines(first_line, lines, Duration::from_secs_f64(seconds)) }
+}
+
+/// The measurement loop.
+///
+/// # Safety
+/// `first_line` is 64-byte aligned and `lines * LINE_BYTES` bytes from it are readable.
+unsafe fn read_random_lines(first_line: *const u8, lines: usize, duration: Duration) -> f64 {
+    let mut rng = XorShift64::new(0x9e37_79b9_7f4a_7c15 ^ lines as u64);
+    let mut offsets = [0usize; WINDOW_LINES];
+    let mut sum = 0u64;
+    let mut reads = 0u64;
+    let start = Instant::now();
+    let deadline = start + duration;
+    loop {
+        for _ in 0..WINDOWS_PER_CLOCK_CHECK {
+            for offset in offsets.iter_mut() {
+                *offset = rng.below(lines) * LINE_BYTES;
+                // SAFETY: `offset < lines * LINE_BYTES`, inside the region; prefetch only hints.
+                prefetch(unsafe { first_line.add(*offset) });
+            }
+            for &offset in offsets.iter() {
+                // SAFETY: `offset` is a multiple of 64 below `lines * LINE_BYTES`, so the u64 at
+                // it is aligned and inside the readable region.
+                let word = unsafe { first_line.add(offset).cast::<u64>().read() };
+                sum = sum.wrapping_add(word);
+            }
+        }
+        reads += (WINDOWS_PER_CLOCK_CHECK * WINDOW_LINES) as u64;
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    black_box(sum);
+    reads as f64 / elapsed
+}
+
+/// Hints the CPU to pull the line at `ptr` into L1; a no-op off x86_64.
+#[inline(always)]
+fn prefetch(ptr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults, whatever the address; SSE is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
+/// Marsaglia's xorshift64: three shifts per number, no dependence on memory.
+struct XorShift64(u64);
+
+impl XorShift64 {
+    fn new(seed: u64) -> XorShift64 {
+        // Zero is xorshift's only fixed point.
+        XorShift64(seed.max(1))
+    }
+
+    /// Uniform-enough in `[0, n)`: the high half of `x * n`, no division.
+    #[inline(always)]
+    fn below(&mut self, n: usize) -> usize {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        ((u128::from(x) * n as u128) >> 64) as usize
+    }
+}
+
+/// An anonymous private mapping, unmapped on drop (also when a panic unwinds through the probe).
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> Mapping {
+        // SAFETY: an anonymous mapping at a kernel-chosen address touches no existing memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            panic!(
+                "probe: mmap of {len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // Huge pages keep TLB misses from dominating random reads. The hint is best effort: with
+        // transparent huge pages disabled the probe still runs, just on 4 KiB pages.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        // SAFETY: `ptr..ptr+len` is the mapping just created; madvise only changes its policy.
+        unsafe {
+            libc::madvise(ptr, len, libc::MADV_HUGEPAGE);
+        }
+        Mapping {
+            ptr: ptr.cast::<u8>(),
+            len,
+        }
+    }
+
+    /// Writes one byte per page so every page is faulted in and private before timing.
+    fn touch_every_page(&self) {
+        for offset in (0..self.len).step_by(TOUCH_STRIDE_BYTES) {
+            // SAFETY: `offset < len`, inside the writable mapping. Volatile so the stores to
+            // memory nothing reads back are not removed.
+            unsafe { self.ptr.add(offset).write_volatile(offset as u8 | 1) };
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are exactly what mmap returned and were given; nothing borrows
+        // the mapping past the owner's lifetime.
+        let rc = unsafe { libc::munmap(self.ptr.cast::<libc::c_void>(), self.len) };
+        debug_assert_eq!(rc, 0, "munmap failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn small_run_reports_a_positive_finite_rate() {
+        let rate = line_reads_per_sec(64 * MIB, 0.2);
+        assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
+    }
+
+    #[test]
+    fn cache_resident_region_is_faster_than_a_gibibyte() {
+        let cached = line_reads_per_sec(4096, 0.3);
+        let dram = line_reads_per_sec(1024 * MIB, 0.3);
+        assert!(
+            cached > dram,
+            "4 KiB: {cached:.3e} lines/s, 1 GiB: {dram:.3e} lines/s"
+        );
+    }
+
+    #[test]
+    fn caller_memory_unaligned_base_reads_only_whole_lines() {
+        let buffer = vec![7u8; 4096 + 100];
+        // SAFETY: the slice is readable for its length; the probe reads within it.
+        let rate = unsafe { line_reads_per_sec_at(buffer.as_ptr().wrapping_add(3), 4096, 0.05) };
+        assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
+    }
+
+    #[test]
+    #[should_panic(expected = "no aligned line")]
+    fn caller_memory_without_a_whole_line_is_rejected() {
+        let buffer = [0u64; 16];
+        let base = buffer.as_ptr().cast::<u8>();
+        let skip = base.align_offset(LINE_BYTES);
+        // Start one byte past an aligned boundary and stop before the next one.
+        let start = base.wrapping_add(skip + 1);
+        // SAFETY: 63 bytes from `start` stay within the 128-byte buffer, which is 8-aligned, so
+        // `skip <= 56` and `skip + 1 + 63 <= 120`.
+        unsafe { line_reads_per_sec_at(start, 63, 0.01) };
+    }
+
+    /// Prints the DRAM random-read ceiling: `cargo test --release -- --ignored --nocapture probe`.
+    #[test]
+    #[ignore = "prints measurements; takes about 2 s and 3 GiB of touched memory"]
+    fn print_dram_line_rates() {
+        for (label, bytes) in [
+            ("4 KiB", 4096),
+            ("64 MiB", 64 * MIB),
+            ("1 GiB", 1024 * MIB),
+            ("2 GiB", 2048 * MIB),
+        ] {
+            let rate = line_reads_per_sec(bytes, 0.5);
+            println!("{label:>7}: {:.1} M lines/s", rate / 1e6);
+        }
+    }
+}

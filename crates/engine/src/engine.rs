@@ -1,0 +1,270 @@
+//! `Engine`: one shard's store. Owns the arena (through the table), the slab allocator, the
+//! reservation station and all scratch memory, sized at construction; `execute` runs a batch.
+
+use std::sync::Arc;
+
+use crate::arena::{Arena, ARENA_ALIGN_BYTES};
+use crate::config::{tune, EngineConfig, ExecMode, WINDOW_MAX};
+use crate::error::OpError;
+use crate::index::{record, Access, Table, TableCounts};
+use crate::op::{Op, Results, Status};
+use crate::ops::{ElemType, FunctionRegistry};
+use crate::pipeline::{Limits, Pipeline, Station};
+use crate::slab::{class_for_size, SlabAllocator, SlabConfig, SlabStats, SLAB_UNIT_BYTES};
+use crate::stats::Stats;
+
+/// Smallest arena: one huge page of index and one of slab.
+pub const MEMORY_BYTES_MIN: usize = 2 * ARENA_ALIGN_BYTES;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("cannot map the arena: {0}")]
+    Map(#[from] std::io::Error),
+}
+
+/// A snapshot of what the engine holds and did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub stats: Stats,
+    pub counts: TableCounts,
+    pub slab: SlabStats,
+    pub arena_bytes: usize,
+    pub index_bytes: usize,
+    pub hash_index_ratio: f64,
+    pub inline_threshold: usize,
+    pub slab_free_bytes: u64,
+    /// Key and value bytes stored / arena bytes.
+    pub memory_utilization: f64,
+}
+
+pub struct Engine {
+    table: Table,
+    registry: Arc<FunctionRegistry>,
+    stats: Stats,
+    station: Station,
+    fwd: Vec<u8>,
+    scratch: Vec<u8>,
+    acc: Access,
+    limits: Limits,
+    mode: ExecMode,
+    index_bytes: usize,
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Result<Engine, EngineError> {
+        Engine::with_registry(cfg, Arc::new(FunctionRegistry::default()))
+    }
+
+    pub fn with_registry(
+        cfg: EngineConfig,
+        registry: Arc<FunctionRegistry>,
+    ) -> Result<Engine, EngineError> {
+        if cfg.memory_bytes < MEMORY_BYTES_MIN {
+            return Err(EngineError::Config(format!(
+                "memory {} below the minimum {MEMORY_BYTES_MIN}",
+                cfg.memory_bytes
+            )));
+        }
+        if cfg.window == 0 || cfg.window > WINDOW_MAX {
+            return Err(EngineError::Config(format!(
+                "window {} not in 1..={WINDOW_MAX}",
+                cfg.window
+            )));
+        }
+        if cfg.key_len_max == 0 || cfg.key_len_max > u8::MAX as usize {
+            return Err(EngineError::Config(format!(
+                "key_len_max {} not in 1..=255",
+                cfg.key_len_max
+            )));
+        }
+        let tuning = tune(
+            cfg.memory_bytes,
+            cfg.expected_kv_bytes,
+            cfg.target_utilization,
+        );
+        let ratio = cfg.hash_index_ratio.unwrap_or(tuning.hash_index_ratio);
+        if !(ratio > 0.0 && ratio < 1.0) {
+            return Err(EngineError::Config(format!(
+                "hash index ratio {ratio} not in (0, 1)"
+            )));
+        }
+        let threshold = cfg.inline_threshold.unwrap_or(tuning.inline_threshold);
+        let mut arena = Arena::new(cfg.memory_bytes)?;
+        let len = arena.len();
+        let index_bytes = ((len as f64 * ratio) as usize / ARENA_ALIGN_BYTES * ARENA_ALIGN_BYTES)
+            .clamp(ARENA_ALIGN_BYTES, len - ARENA_ALIGN_BYTES);
+        let slab_bytes = len - index_bytes;
+        let record_max = record::LARGE_HEADER_BYTES + cfg.key_len_max + cfg.value_len_max;
+        let top_class = class_for_size(record_max, 21).ok_or_else(|| {
+            EngineError::Config(format!("value_len_max {} too large", cfg.value_len_max))
+        })?;
+        if (SLAB_UNIT_BYTES << top_class) > slab_bytes {
+            return Err(EngineError::Config(format!(
+                "slab region of {slab_bytes} bytes cannot hold one key-value of {record_max} bytes; raise memory or lower value_len_max"
+            )));
+        }
+        if cfg.prefault {
+            arena.prefault();
+        }
+        let slab = SlabAllocator::new(SlabConfig {
+            base_unit: (index_bytes / SLAB_UNIT_BYTES) as u32,
+            units: (slab_bytes / SLAB_UNIT_BYTES) as u32,
+            top_class,
+            hot_cache_len: crate::slab::SLAB_HOT_CACHE_LEN_DEFAULT,
+            batch_len: crate::slab::SLAB_BATCH_LEN_DEFAULT,
+        });
+        let table = Table::new(arena, slab, index_bytes, threshold, top_class);
+        Ok(Engine {
+            table,
+            registry,
+            stats: Stats::default(),
+            // A power-of-two ring lets positions be masks instead of divisions.
+            station: Station::new(cfg.window.next_power_of_two()),
+            fwd: Vec::with_capacity(cfg.value_len_max),
+            scratch: Vec::with_capacity(cfg.value_len_max),
+            acc: Access::default(),
+            limits: Limits {
+                key_len_max: cfg.key_len_max,
+                value_len_max: cfg.value_len_max,
+            },
+            mode: cfg.mode,
+            index_bytes,
+        })
+    }
+
+    /// Runs a batch; `out` receives one result per operation, in order.
+    pub fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        let mut p = Pipeline {
+            table: &mut self.table,
+            reg: &self.registry,
+            stats: &mut self.stats,
+            st: &mut self.station,
+            fwd: &mut self.fwd,
+            scratch: &mut self.scratch,
+            acc: &mut self.acc,
+            limits: self.limits,
+            stall: self.mode == ExecMode::Stall,
+        };
+        p.execute(ops, out);
+    }
+
+    pub fn set_mode(&mut self, mode: ExecMode) {
+        self.mode = mode;
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn registry(&self) -> &Arc<FunctionRegistry> {
+        &self.registry
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::default();
+    }
+
+    pub fn counts(&self) -> TableCounts {
+        self.table.counts()
+    }
+
+    pub fn memory_utilization(&self) -> f64 {
+        self.table.counts().kv_bytes as f64 / self.table.arena().len() as f64
+    }
+
+    pub fn report(&self) -> Report {
+        let len = self.table.arena().len();
+        Report {
+            stats: self.stats.clone(),
+            counts: self.table.counts(),
+            slab: self.table.slab().stats(),
+            arena_bytes: len,
+            index_bytes: self.index_bytes,
+            hash_index_ratio: self.index_bytes as f64 / len as f64,
+            inline_threshold: self.table.inline_threshold(),
+            slab_free_bytes: self.table.slab().free_bytes(),
+            memory_utilization: self.memory_utilization(),
+        }
+    }
+
+    /// Buckets per chain length (scans the index).
+    pub fn chain_histogram(&self) -> Vec<u64> {
+        self.table.chain_histogram()
+    }
+
+    /// Base and length of the arena, for the line-read probe of the benchmark.
+    pub fn arena_region(&self) -> (*const u8, usize) {
+        (self.table.arena().base(), self.table.arena().len())
+    }
+
+    /// Calls `f(key, value)` for every stored key-value.
+    pub fn for_each(&self, f: impl FnMut(&[u8], &[u8])) {
+        self.table.for_each(f)
+    }
+
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        self.table.slab().check_invariants();
+        let mut keys = 0u64;
+        let mut bytes = 0u64;
+        self.for_each(|k, v| {
+            keys += 1;
+            bytes += (k.len() + v.len()) as u64;
+        });
+        assert_eq!(keys, self.table.counts().keys);
+        assert_eq!(bytes, self.table.counts().kv_bytes);
+    }
+
+    fn one(&mut self, op: Op) -> (Status, Vec<u8>) {
+        let mut out = Results::default();
+        self.execute(&[op], &mut out);
+        (out.status(0), out.data(0).to_vec())
+    }
+
+    /// Convenience single-operation calls (they allocate; batches are the fast path).
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
+        match self.one(Op::get(key)) {
+            (Status::Ok, v) => Ok(Some(v)),
+            (Status::NotFound, _) => Ok(None),
+            (Status::Error(e), _) => Err(e),
+            (s, _) => unreachable!("get returned {s:?}"),
+        }
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), OpError> {
+        match self.one(Op::put(key, value)).0 {
+            Status::Error(e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool, OpError> {
+        match self.one(Op::delete(key)).0 {
+            Status::Ok => Ok(true),
+            Status::NotFound => Ok(false),
+            Status::Error(e) => Err(e),
+            s => unreachable!("delete returned {s:?}"),
+        }
+    }
+
+    /// Atomic `v = fn(v, delta)`; returns the original value.
+    pub fn update(
+        &mut self,
+        key: &[u8],
+        func: u16,
+        elem: ElemType,
+        delta: &[u8],
+    ) -> Result<Vec<u8>, OpError> {
+        match self.one(Op::update_s2s(key, func, elem, delta)) {
+            (Status::Ok, v) => Ok(v),
+            (Status::Error(e), _) => Err(e),
+            (s, _) => unreachable!("update returned {s:?}"),
+        }
+    }
+}

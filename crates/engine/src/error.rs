@@ -1,0 +1,53 @@
+//! Errors returned by engine operations.
+//!
+//! Every variant has a stable one-byte code (`OpError::code`) so the wire protocols can carry it
+//! without knowing the engine's types, and a message that says what was wrong.
+
+/// Why an operation failed. An operation that fails leaves the store unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    #[error("key is empty")]
+    KeyEmpty,
+    #[error("key is {len} bytes, longer than key_len_max {max}")]
+    KeyTooLong { len: usize, max: usize },
+    #[error("value is {len} bytes, larger than value_len_max {max}")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("value of {len} bytes is not a whole number of {width}-byte elements")]
+    WrongWidth { len: usize, width: usize },
+    #[error("operand of {operand} bytes does not match the value's {value} bytes")]
+    LengthMismatch { operand: usize, value: usize },
+    #[error("unknown function id {0}")]
+    UnknownFunction(u16),
+    #[error("function id {0} cannot be used with this operation")]
+    WrongFunctionKind(u16),
+    #[error("function id {func} does not support element type {elem}")]
+    UnsupportedType { func: u16, elem: &'static str },
+    #[error("division by zero")]
+    DivisionByZero,
+    #[error("unknown element type code {0}")]
+    UnknownElemType(u8),
+    #[error("out of memory: the arena has no free slab for this key-value")]
+    OutOfMemory,
+    #[error("user function failed: {0}")]
+    UserFunction(&'static str),
+}
+
+impl OpError {
+    /// Stable wire code of this error (never 0, which means success on the wire).
+    pub fn code(&self) -> u8 {
+        match self {
+            OpError::KeyEmpty => 1,
+            OpError::KeyTooLong { .. } => 2,
+            OpError::ValueTooLarge { .. } => 3,
+            OpError::WrongWidth { .. } => 4,
+            OpError::LengthMismatch { .. } => 5,
+            OpError::UnknownFunction(_) => 6,
+            OpError::WrongFunctionKind(_) => 7,
+            OpError::UnsupportedType { .. } => 8,
+            OpError::DivisionByZero => 9,
+            OpError::UnknownElemType(_) => 10,
+            OpError::OutOfMemory => 11,
+            OpError::UserFunction(_) => 12,
+        }
+    }
+}

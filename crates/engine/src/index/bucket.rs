@@ -1,0 +1,504 @@
+//! One 64-byte hash bucket, in the layout of KV-Direct's hash index (seed 002, "Hash index
+//! structure"). Pure encoding: no arena, no allocation, no I/O.
+//!
+//! ```text
+//! byte  0        5        10             45       50                                   64
+//!       +--------+--------+-- ... -------+--------+-----------------------------------+
+//!       | slot 0 | slot 1 |               | slot 9 | metadata (112 bits, little-endian) |
+//!       +--------+--------+-- ... -------+--------+-----------------------------------+
+//!
+//! metadata bits   0..50   bitmap, one bit per slot byte: marks the LAST byte of an inline key
+//!                         and the LAST byte of its value (one bit only when the value is empty)
+//!                50..80   ten 3-bit slot codes (slot s at bit 50 + 3s), see `SlotCode`
+//!                80..111  31-bit pointer to the next chained bucket, in 32-byte units
+//!                    111  chain valid bit
+//!
+//! pointer slot (40 bits, little-endian): bits 0..9 secondary hash, bits 9..40 record pointer
+//! in 32-byte units (31 bits: 64 GiB).
+//! ```
+//!
+//! Invariant kept by every mutation: used slots form a prefix of the bucket, so free slots are a
+//! contiguous run at the end and "is there room for n slots" is one comparison. Removing an entry
+//! shifts the entries behind it to the left; this costs nothing extra in memory accesses because
+//! the whole bucket is one cache line that the operation writes anyway.
+
+/// Hash slots per bucket.
+pub const SLOTS: usize = 10;
+/// Bytes per hash slot.
+pub const SLOT_BYTES: usize = 5;
+/// Bytes of slot space, the most an inline key-value can occupy.
+pub const INLINE_BYTES_MAX: usize = SLOTS * SLOT_BYTES;
+/// Bits of the secondary hash stored in pointer slots.
+pub const SECONDARY_HASH_BITS: u32 = 9;
+/// Bits of a pointer (in 32-byte units).
+pub const POINTER_BITS: u32 = 31;
+pub const POINTER_MAX: u32 = (1 << POINTER_BITS) - 1;
+
+const BITMAP_BITS: u32 = 50;
+const CODE_SHIFT: u32 = 50;
+const CHAIN_SHIFT: u32 = 80;
+const CHAIN_VALID_BIT: u32 = 111;
+const META_BYTES: usize = 64 - INLINE_BYTES_MAX;
+
+/// What a slot holds (3 bits).
+pub mod code {
+    pub const EMPTY: u8 = 0;
+    pub const INLINE_START: u8 = 1;
+    pub const INLINE_CONT: u8 = 2;
+    /// Codes 3..=6: pointer to a record of slab class 0..=3 (32..256 bytes) with a 2-byte header.
+    pub const PTR_SMALL_FIRST: u8 = 3;
+    pub const PTR_SMALL_LAST: u8 = 6;
+    /// Pointer to a record of class >= 4 (512 bytes and up) whose header carries the class.
+    pub const PTR_LARGE: u8 = 7;
+
+    pub fn is_pointer(c: u8) -> bool {
+        c >= PTR_SMALL_FIRST
+    }
+}
+
+/// A hash bucket: exactly one cache line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Bucket {
+    pub bytes: [u8; 64],
+}
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+const _: () = assert!(std::mem::align_of::<Bucket>() == 64);
+const _: () = assert!(BITMAP_BITS as usize == INLINE_BYTES_MAX);
+const _: () = assert!(CHAIN_VALID_BIT < (META_BYTES * 8) as u32);
+
+/// Bit 0 of every 3-bit code lane.
+const LANE_LOW: u32 = 0b001_001_001_001_001_001_001_001_001_001;
+
+/// Lanes (bit 3s set) whose code equals `c`.
+#[inline(always)]
+pub fn lanes_equal(codes: u32, c: u8) -> u32 {
+    let x = codes ^ (LANE_LOW * c as u32);
+    !(x | (x >> 1) | (x >> 2)) & LANE_LOW
+}
+
+/// A decoded inline entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineEntry {
+    pub slot: usize,
+    pub klen: usize,
+    pub vlen: usize,
+    pub slots: usize,
+}
+
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket { bytes: [0; 64] }
+    }
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let codes: Vec<u8> = (0..SLOTS).map(|s| self.code(s)).collect();
+        f.debug_struct("Bucket")
+            .field("codes", &codes)
+            .field("bitmap", &format_args!("{:050b}", self.bitmap()))
+            .field("chain", &self.chain())
+            .finish()
+    }
+}
+
+/// Slots needed by an inline key-value of `kv_len` bytes.
+pub const fn inline_slots(kv_len: usize) -> usize {
+    kv_len.div_ceil(SLOT_BYTES)
+}
+
+impl Bucket {
+    #[inline(always)]
+    fn meta(&self) -> u128 {
+        let mut b = [0u8; 16];
+        b[..META_BYTES].copy_from_slice(&self.bytes[INLINE_BYTES_MAX..]);
+        u128::from_le_bytes(b)
+    }
+
+    #[inline(always)]
+    fn set_meta(&mut self, m: u128) {
+        self.bytes[INLINE_BYTES_MAX..].copy_from_slice(&m.to_le_bytes()[..META_BYTES]);
+    }
+
+    #[inline(always)]
+    pub fn code(&self, slot: usize) -> u8 {
+        debug_assert!(slot < SLOTS);
+        ((self.codes() >> (3 * slot)) & 7) as u8
+    }
+
+    /// All ten codes packed, slot s at bits 3s..3s+3 (metadata bits 50..80 = byte 56 bit 2 on).
+    #[inline(always)]
+    pub fn codes(&self) -> u32 {
+        let w = u64::from_le_bytes(self.bytes[56..64].try_into().expect("8 bytes"));
+        ((w >> 2) & ((1 << 30) - 1)) as u32
+    }
+
+    /// Metadata bits 0..50 (bytes 50..57).
+    #[inline(always)]
+    pub fn bitmap(&self) -> u64 {
+        let w = u64::from_le_bytes(self.bytes[50..58].try_into().expect("8 bytes"));
+        w & ((1 << BITMAP_BITS) - 1)
+    }
+
+    /// Number of used slots (the used prefix).
+    #[inline(always)]
+    pub fn used_slots(&self) -> usize {
+        let codes = self.codes();
+        if codes == 0 {
+            return 0;
+        }
+        // Highest non-zero 3-bit group + 1.
+        let top_bit = 31 - codes.leading_zeros() as usize;
+        top_bit / 3 + 1
+    }
+
+    #[inline(always)]
+    pub fn free_slots(&self) -> usize {
+        SLOTS - self.used_slots()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.codes() == 0
+    }
+
+    /// Metadata bits 80..112 are bytes 60..64: the chain pointer and its valid bit on top.
+    #[inline(always)]
+    pub fn chain(&self) -> Option<u32> {
+        let w = u32::from_le_bytes(self.bytes[60..64].try_into().expect("4 bytes"));
+        if w >> 31 == 1 {
+            Some(w & POINTER_MAX)
+        } else {
+            None
+        }
+    }
+
+    pub fn set_chain(&mut self, next: Option<u32>) {
+        let mut m = self.meta();
+        m &= !(((POINTER_MAX as u128) << CHAIN_SHIFT) | (1u128 << CHAIN_VALID_BIT));
+        if let Some(p) = next {
+            assert!(p <= POINTER_MAX);
+            m |= ((p as u128) << CHAIN_SHIFT) | (1u128 << CHAIN_VALID_BIT);
+        }
+        self.set_meta(m);
+    }
+
+    fn set_code(&mut self, slot: usize, c: u8) {
+        let shift = CODE_SHIFT + 3 * slot as u32;
+        let m = (self.meta() & !(7u128 << shift)) | ((c as u128) << shift);
+        self.set_meta(m);
+    }
+
+    /// (secondary hash, pointer) of a pointer slot.
+    #[inline(always)]
+    pub fn pointer(&self, slot: usize) -> (u16, u32) {
+        let o = slot * SLOT_BYTES;
+        // Slots end at byte 50, so an 8-byte load from any slot stays inside the bucket.
+        let v =
+            u64::from_le_bytes(self.bytes[o..o + 8].try_into().expect("8 bytes")) & ((1 << 40) - 1);
+        (
+            (v & ((1 << SECONDARY_HASH_BITS) - 1)) as u16,
+            (v >> SECONDARY_HASH_BITS) as u32,
+        )
+    }
+
+    /// Decodes the inline entry starting at `slot` (whose code must be INLINE_START).
+    #[inline(always)]
+    pub fn inline_entry(&self, slot: usize) -> InlineEntry {
+        debug_assert_eq!(self.code(slot), code::INLINE_START);
+        let codes = self.codes();
+        // The entry spans up to the next slot that does not continue it.
+        let not_cont = !lanes_equal(codes, code::INLINE_CONT) & LANE_LOW;
+        let after = not_cont >> (3 * (slot + 1));
+        let slots = if after == 0 {
+            SLOTS - slot
+        } else {
+            1 + after.trailing_zeros() as usize / 3
+        };
+        let start = slot * SLOT_BYTES;
+        let span_end = (slot + slots) * SLOT_BYTES;
+        let bits = self.bitmap() >> start;
+        let key_end = start + bits.trailing_zeros() as usize;
+        debug_assert!(key_end < span_end);
+        let rest = bits >> (key_end - start + 1);
+        let next = key_end + 1 + rest.trailing_zeros() as usize;
+        let value_end = if rest != 0 && next < span_end {
+            next
+        } else {
+            key_end
+        };
+        InlineEntry {
+            slot,
+            klen: key_end - start + 1,
+            vlen: value_end - key_end,
+            slots,
+        }
+    }
+
+    pub fn inline_key(&self, e: &InlineEntry) -> &[u8] {
+        let o = e.slot * SLOT_BYTES;
+        &self.bytes[o..o + e.klen]
+    }
+
+    pub fn inline_value(&self, e: &InlineEntry) -> &[u8] {
+        let o = e.slot * SLOT_BYTES + e.klen;
+        &self.bytes[o..o + e.vlen]
+    }
+
+    /// Number of slots the entry starting at `slot` occupies.
+    pub fn entry_slots(&self, slot: usize) -> usize {
+        match self.code(slot) {
+            code::INLINE_START => self.inline_entry(slot).slots,
+            c if code::is_pointer(c) => 1,
+            c => panic!("slot {slot} holds code {c}, not the start of an entry"),
+        }
+    }
+
+    /// Appends an inline key-value after the used prefix. Returns its first slot, or None if the
+    /// free run is too short.
+    pub fn push_inline(&mut self, key: &[u8], value: &[u8]) -> Option<usize> {
+        let kv_len = key.len() + value.len();
+        assert!(!key.is_empty() && kv_len <= INLINE_BYTES_MAX);
+        let n = inline_slots(kv_len);
+        let slot = self.used_slots();
+        if SLOTS - slot < n {
+            return None;
+        }
+        self.write_inline_at(slot, n, key, value);
+        Some(slot)
+    }
+
+    /// Writes an inline entry at `slot` over `n` slots that are free or belong to an entry of the
+    /// same slot count being replaced.
+    pub fn write_inline_at(&mut self, slot: usize, n: usize, key: &[u8], value: &[u8]) {
+        let kv_len = key.len() + value.len();
+        debug_assert_eq!(inline_slots(kv_len), n);
+        let o = slot * SLOT_BYTES;
+        let span = n * SLOT_BYTES;
+        self.bytes[o..o + key.len()].copy_from_slice(key);
+        self.bytes[o + key.len()..o + kv_len].copy_from_slice(value);
+        self.bytes[o + kv_len..o + span].fill(0);
+        let mut m = self.meta();
+        let span_mask = ((1u128 << span) - 1) << o;
+        m &= !span_mask;
+        m |= 1u128 << (o + key.len() - 1);
+        m |= 1u128 << (o + kv_len - 1);
+        for s in slot..slot + n {
+            let shift = CODE_SHIFT + 3 * s as u32;
+            let c = if s == slot {
+                code::INLINE_START
+            } else {
+                code::INLINE_CONT
+            };
+            m = (m & !(7u128 << shift)) | ((c as u128) << shift);
+        }
+        self.set_meta(m);
+    }
+
+    /// Appends a pointer slot. Returns its slot, or None if the bucket is full.
+    pub fn push_pointer(&mut self, slot_code: u8, secondary: u16, ptr: u32) -> Option<usize> {
+        let slot = self.used_slots();
+        if slot == SLOTS {
+            return None;
+        }
+        self.set_pointer(slot, slot_code, secondary, ptr);
+        Some(slot)
+    }
+
+    /// Overwrites slot `slot` with a pointer.
+    pub fn set_pointer(&mut self, slot: usize, slot_code: u8, secondary: u16, ptr: u32) {
+        assert!(code::is_pointer(slot_code));
+        assert!(ptr <= POINTER_MAX && (secondary as u32) < (1 << SECONDARY_HASH_BITS));
+        let v = (secondary as u64) | ((ptr as u64) << SECONDARY_HASH_BITS);
+        let o = slot * SLOT_BYTES;
+        self.bytes[o..o + 5].copy_from_slice(&v.to_le_bytes()[..5]);
+        let mut m = self.meta();
+        m &= !(((1u128 << SLOT_BYTES) - 1) << o);
+        self.set_meta(m);
+        self.set_code(slot, slot_code);
+    }
+
+    /// Removes the entry starting at `slot` and shifts the entries behind it left, keeping the
+    /// used prefix contiguous.
+    pub fn remove(&mut self, slot: usize) {
+        let n = self.entry_slots(slot);
+        let used = self.used_slots();
+        let (lo, hi, end) = (
+            slot * SLOT_BYTES,
+            (slot + n) * SLOT_BYTES,
+            used * SLOT_BYTES,
+        );
+        self.bytes.copy_within(hi..end, lo);
+        self.bytes[end - (hi - lo)..end].fill(0);
+        let m = self.meta();
+        let bitmap = m & ((1u128 << BITMAP_BITS) - 1);
+        let low_bits = bitmap & ((1u128 << lo) - 1);
+        let moved_bits = (bitmap >> hi) << lo;
+        let codes = (m >> CODE_SHIFT) & ((1u128 << 30) - 1);
+        let low_codes = codes & ((1u128 << (3 * slot)) - 1);
+        let moved_codes = (codes >> (3 * (slot + n))) << (3 * slot);
+        let rest = m >> CHAIN_SHIFT << CHAIN_SHIFT;
+        self.set_meta(rest | low_bits | moved_bits | ((low_codes | moved_codes) << CODE_SHIFT));
+    }
+
+    /// Starting slots of the entries, in order.
+    pub fn entry_starts(&self) -> impl Iterator<Item = usize> + '_ {
+        let codes = self.codes();
+        (0..SLOTS).filter(move |&s| {
+            let c = ((codes >> (3 * s)) & 7) as u8;
+            c == code::INLINE_START || code::is_pointer(c)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_bucket() {
+        let b = Bucket::default();
+        assert!(b.is_empty());
+        assert_eq!(b.free_slots(), 10);
+        assert_eq!(b.chain(), None);
+    }
+
+    #[test]
+    fn inline_roundtrip_and_exact_fill() {
+        let mut b = Bucket::default();
+        // Five 10-byte key-values (6 + 4) fill exactly 10 slots.
+        for i in 0..5u8 {
+            let key = [i, 1, 2, 3, 4, 5];
+            assert_eq!(b.push_inline(&key, &[9, 9, 9, i]), Some(2 * i as usize));
+        }
+        assert_eq!(b.free_slots(), 0);
+        assert_eq!(b.push_inline(b"k", b""), None);
+        for (n, s) in b.entry_starts().enumerate() {
+            let e = b.inline_entry(s);
+            assert_eq!((e.klen, e.vlen, e.slots), (6, 4, 2));
+            assert_eq!(b.inline_key(&e), &[n as u8, 1, 2, 3, 4, 5]);
+            assert_eq!(b.inline_value(&e), &[9, 9, 9, n as u8]);
+        }
+    }
+
+    #[test]
+    fn one_kv_spanning_all_ten_slots() {
+        let mut b = Bucket::default();
+        let key = [7u8; 20];
+        let value = [8u8; 30];
+        assert_eq!(b.push_inline(&key, &value), Some(0));
+        let e = b.inline_entry(0);
+        assert_eq!((e.klen, e.vlen, e.slots), (20, 30, 10));
+        assert_eq!(b.inline_value(&e), &value);
+        assert_eq!(b.free_slots(), 0);
+    }
+
+    #[test]
+    fn empty_values_and_keys_ending_on_slot_boundaries() {
+        let mut b = Bucket::default();
+        b.push_inline(b"abcde", b"").unwrap(); // key fills the slot exactly, value empty
+        b.push_inline(b"x", b"").unwrap();
+        b.push_inline(b"abcd", b"e").unwrap();
+        b.push_inline(b"q", b"12345").unwrap(); // value crosses into a second slot
+        let got: Vec<(Vec<u8>, Vec<u8>)> = b
+            .entry_starts()
+            .map(|s| {
+                let e = b.inline_entry(s);
+                (b.inline_key(&e).to_vec(), b.inline_value(&e).to_vec())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"abcde".to_vec(), vec![]),
+                (b"x".to_vec(), vec![]),
+                (b"abcd".to_vec(), b"e".to_vec()),
+                (b"q".to_vec(), b"12345".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    fn pointers_and_secondary_hash_collisions() {
+        let mut b = Bucket::default();
+        // Two pointers with the same secondary hash are both kept; the full key decides.
+        b.push_pointer(code::PTR_SMALL_FIRST, 0x1ff, POINTER_MAX)
+            .unwrap();
+        b.push_pointer(code::PTR_LARGE, 0x1ff, 12345).unwrap();
+        assert_eq!(b.pointer(0), (0x1ff, POINTER_MAX));
+        assert_eq!(b.pointer(1), (0x1ff, 12345));
+        assert_eq!(b.code(1), code::PTR_LARGE);
+        assert_eq!(b.used_slots(), 2);
+    }
+
+    #[test]
+    fn remove_shifts_entries_and_bits() {
+        let mut b = Bucket::default();
+        b.push_inline(b"key1", b"v").unwrap();
+        b.push_pointer(4, 3, 77).unwrap();
+        b.push_inline(b"longer-key", b"value!").unwrap();
+        b.set_chain(Some(99));
+        b.remove(0);
+        assert_eq!(b.code(0), 4);
+        assert_eq!(b.pointer(0), (3, 77));
+        let e = b.inline_entry(1);
+        assert_eq!(b.inline_key(&e), b"longer-key");
+        assert_eq!(b.inline_value(&e), b"value!");
+        assert_eq!(b.chain(), Some(99));
+        b.remove(0);
+        b.remove(0);
+        assert!(b.is_empty());
+        assert_eq!(b.bitmap(), 0);
+        assert_eq!(&b.bytes[..50], &[0u8; 50][..]);
+        assert_eq!(b.chain(), Some(99));
+        b.set_chain(None);
+        assert_eq!(b, Bucket::default());
+    }
+
+    #[test]
+    fn rewrite_in_place_same_slot_count() {
+        let mut b = Bucket::default();
+        b.push_inline(b"k", b"aaaa").unwrap();
+        b.push_inline(b"z", b"1").unwrap();
+        b.write_inline_at(0, 1, b"k", b"bb");
+        let e = b.inline_entry(0);
+        assert_eq!(b.inline_value(&e), b"bb");
+        let e = b.inline_entry(1);
+        assert_eq!(b.inline_key(&e), b"z");
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn lanes_equal_finds_exact_codes() {
+        let mut codes = 0u32;
+        for (s, c) in [1u32, 2, 2, 3, 7, 1, 0, 5, 2, 1].iter().enumerate() {
+            codes |= c << (3 * s);
+        }
+        assert_eq!(lanes_equal(codes, 1), (1 << 0) | (1 << 15) | (1 << 27));
+        assert_eq!(lanes_equal(codes, 2), (1 << 3) | (1 << 6) | (1 << 24));
+        assert_eq!(lanes_equal(codes, 7), 1 << 12);
+        assert_eq!(lanes_equal(codes, 0), 1 << 18);
+    }
+
+    #[test]
+    fn fast_accessors_agree_with_the_u128_metadata() {
+        let mut b = Bucket::default();
+        b.push_inline(b"abc", b"defgh").unwrap();
+        b.push_pointer(code::PTR_LARGE, 0x155, 0x2aaa_aaaa).unwrap();
+        b.push_inline(b"k", b"").unwrap();
+        b.set_chain(Some(POINTER_MAX));
+        let m = b.meta();
+        assert_eq!(b.bitmap() as u128, m & ((1 << 50) - 1));
+        assert_eq!(b.codes() as u128, (m >> 50) & ((1 << 30) - 1));
+        assert_eq!(b.chain(), Some(POINTER_MAX));
+        assert_eq!(b.pointer(2), (0x155, 0x2aaa_aaaa));
+        assert_eq!(b.code(2), code::PTR_LARGE);
+        b.set_chain(None);
+        assert_eq!(b.chain(), None);
+    }
+}

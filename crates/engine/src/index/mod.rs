@@ -1,0 +1,648 @@
+//! The hash table of one shard: 64-byte buckets in the index region, chained buckets and
+//! key-value records in the slab region.
+//!
+//! ```text
+//!  hash = xxh3_64(key)
+//!   bits  0..32  bucket index (multiply-shift onto bucket_count)
+//!   bits 32..41  secondary hash stored in pointer slots
+//!   bits 41..51  reservation-station slot (pipeline)
+//!   bits 52..64  shard (server), so every part of the hash is independent of the others
+//!
+//!  main bucket ──chain──> bucket from slab (64 B) ──chain──> ...
+//!   slot: inline key-value (1..10 slots)  |  pointer: 9-bit secondary hash + 31-bit address
+//!                                                      └──> record in slab: header, key, value
+//! ```
+//!
+//! Goals: about one cache line per GET and two per PUT for inline key-values, keys always
+//! compared in full, out of memory leaves the table unchanged.
+//! Non-goals: concurrency (a table belongs to one shard thread), resizing.
+//!
+//! Every line of the arena that an operation reads or writes is counted in an `Access`; the
+//! counts are what the seed calls memory accesses (its DMA operations), and lines are counted
+//! separately for multi-line records.
+
+pub mod bucket;
+pub mod record;
+
+use crate::arena::Arena;
+use crate::error::OpError;
+use crate::slab::{class_size_bytes, SlabAllocator, SLAB_UNIT_BYTES};
+use bucket::{code, inline_slots, Bucket, INLINE_BYTES_MAX};
+
+/// Slab class of a chained bucket (64 bytes).
+const CHAIN_CLASS: u8 = 1;
+const _: () = assert!(32 << CHAIN_CLASS == std::mem::size_of::<Bucket>());
+/// Marks "no previous bucket" (the key is in its main bucket).
+const NO_BUCKET: usize = usize::MAX;
+/// Bound on chain walks: a chain longer than every bucket of the arena is corruption.
+const LINE_BYTES: usize = 64;
+
+/// The slot a hash's secondary hash occupies.
+#[inline(always)]
+pub fn secondary_hash(h: u64) -> u16 {
+    ((h >> 32) & 0x1ff) as u16
+}
+
+/// Where a key lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    /// Byte offset of the bucket holding the slot.
+    pub bucket: usize,
+    /// Byte offset of the bucket before it in the chain, or `NO_BUCKET` for a main bucket.
+    pub prev: usize,
+    pub slot: usize,
+    pub kind: LocKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocKind {
+    Inline {
+        klen: usize,
+        vlen: usize,
+    },
+    Record {
+        rec: usize,
+        slot_code: u8,
+        class: u8,
+        header: usize,
+        klen: usize,
+        vlen: usize,
+    },
+}
+
+impl Loc {
+    pub fn value_len(&self) -> usize {
+        match self.kind {
+            LocKind::Inline { vlen, .. } | LocKind::Record { vlen, .. } => vlen,
+        }
+    }
+}
+
+/// Memory accesses of one operation: distinct 64-byte lines, and accesses in the seed's sense
+/// (one per contiguous region, a DMA). A region touched twice by one operation counts once.
+#[derive(Debug, Default, Clone)]
+pub struct Access {
+    seen_reads: [usize; 4],
+    seen_writes: [usize; 4],
+    n_reads: u8,
+    n_writes: u8,
+    pub line_reads: u64,
+    pub line_writes: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl Access {
+    #[inline(always)]
+    fn note(seen: &mut [usize; 4], n: &mut u8, off: usize) -> bool {
+        let k = *n as usize;
+        for &s in &seen[..k] {
+            if s == off {
+                return false;
+            }
+        }
+        if k < seen.len() {
+            seen[k] = off;
+            *n += 1;
+        }
+        true
+    }
+
+    #[inline(always)]
+    pub fn read(&mut self, off: usize, len: usize) {
+        if Self::note(&mut self.seen_reads, &mut self.n_reads, off) {
+            self.reads += 1;
+            self.line_reads += lines_spanned(off, len);
+        }
+    }
+
+    #[inline(always)]
+    pub fn write(&mut self, off: usize, len: usize) {
+        if Self::note(&mut self.seen_writes, &mut self.n_writes, off) {
+            self.writes += 1;
+            self.line_writes += lines_spanned(off, len);
+        }
+    }
+
+    /// Starts a new operation.
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.n_reads = 0;
+        self.n_writes = 0;
+        self.line_reads = 0;
+        self.line_writes = 0;
+        self.reads = 0;
+        self.writes = 0;
+    }
+}
+
+#[inline(always)]
+fn lines_spanned(off: usize, len: usize) -> u64 {
+    let len = len.max(1);
+    ((off + len - 1) / LINE_BYTES - off / LINE_BYTES + 1) as u64
+}
+
+/// Live totals of the table.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TableCounts {
+    pub keys: u64,
+    pub kv_bytes: u64,
+    pub inline_keys: u64,
+    pub chained_buckets: u64,
+}
+
+pub struct Table {
+    arena: Arena,
+    slab: SlabAllocator,
+    bucket_count: u64,
+    inline_threshold: usize,
+    top_class: u8,
+    counts: TableCounts,
+}
+
+impl Table {
+    /// A table over `arena` whose first `index_bytes` are the hash index.
+    pub fn new(
+        arena: Arena,
+        slab: SlabAllocator,
+        index_bytes: usize,
+        inline_threshold: usize,
+        top_class: u8,
+    ) -> Table {
+        assert!(index_bytes >= LINE_BYTES && index_bytes <= arena.len());
+        Table {
+            bucket_count: (index_bytes / LINE_BYTES) as u64,
+            arena,
+            slab,
+            inline_threshold: inline_threshold.min(INLINE_BYTES_MAX + 1),
+            top_class,
+            counts: TableCounts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> TableCounts {
+        self.counts
+    }
+
+    pub fn slab(&self) -> &SlabAllocator {
+        &self.slab
+    }
+
+    pub fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    pub fn bucket_count(&self) -> u64 {
+        self.bucket_count
+    }
+
+    pub fn inline_threshold(&self) -> usize {
+        self.inline_threshold
+    }
+
+    /// Byte offset of the main bucket of hash `h`.
+    #[inline(always)]
+    pub fn main_bucket(&self, h: u64) -> usize {
+        (((h & 0xffff_ffff) * self.bucket_count) >> 32) as usize * LINE_BYTES
+    }
+
+    #[inline(always)]
+    fn bucket(&self, off: usize) -> &Bucket {
+        debug_assert!(off.is_multiple_of(LINE_BYTES) && off + LINE_BYTES <= self.arena.len());
+        let s = self.arena.slice(off, LINE_BYTES);
+        // SAFETY: the arena base is 2 MiB aligned and `off` is a multiple of 64, so the pointer is
+        // aligned for Bucket (align 64); the slice covers its 64 bytes; Bucket is plain bytes.
+        unsafe { &*(s.as_ptr() as *const Bucket) }
+    }
+
+    #[inline(always)]
+    fn bucket_mut(&mut self, off: usize) -> &mut Bucket {
+        debug_assert!(off.is_multiple_of(LINE_BYTES));
+        let s = self.arena.slice_mut(off, LINE_BYTES);
+        // SAFETY: as in `bucket`, and &mut self makes the access exclusive.
+        unsafe { &mut *(s.as_mut_ptr() as *mut Bucket) }
+    }
+
+    /// Prefetches the main bucket of `h` (pipeline stage 1).
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, h: u64) {
+        self.arena.prefetch(self.main_bucket(h));
+    }
+
+    /// Prefetches records in the main bucket whose secondary hash matches (pipeline stage 2).
+    #[inline]
+    pub fn prefetch_records(&self, h: u64) {
+        let b = self.bucket(self.main_bucket(h));
+        let sec = secondary_hash(h);
+        let codes = b.codes();
+        for s in 0..b.used_slots() {
+            if code::is_pointer(((codes >> (3 * s)) & 7) as u8) {
+                let (sh, ptr) = b.pointer(s);
+                if sh == sec {
+                    self.arena.prefetch(ptr as usize * SLAB_UNIT_BYTES);
+                }
+            }
+        }
+    }
+
+    /// Finds `key` (whose hash is `h`).
+    #[inline]
+    pub fn lookup(&self, key: &[u8], h: u64, acc: &mut Access) -> Option<Loc> {
+        let sec = secondary_hash(h);
+        let mut off = self.main_bucket(h);
+        let mut prev = NO_BUCKET;
+        let mut hops = 0u64;
+        loop {
+            acc.read(off, LINE_BYTES);
+            let b = self.bucket(off);
+            if let Some(found) = self.search_bucket(b, off, prev, key, sec, acc) {
+                return Some(found);
+            }
+            match b.chain() {
+                Some(p) => {
+                    prev = off;
+                    off = p as usize * SLAB_UNIT_BYTES;
+                    hops += 1;
+                    assert!(
+                        hops <= self.arena.len() as u64 / LINE_BYTES as u64,
+                        "chain cycle"
+                    );
+                }
+                None => return None,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn search_bucket(
+        &self,
+        b: &Bucket,
+        off: usize,
+        prev: usize,
+        key: &[u8],
+        sec: u16,
+        acc: &mut Access,
+    ) -> Option<Loc> {
+        let codes = b.codes();
+        let klen = key.len();
+        if klen <= INLINE_BYTES_MAX {
+            // Inline candidates: entry starts whose first marked byte is exactly klen bytes in.
+            let bitmap = b.bitmap();
+            let want = 1u64 << (klen - 1);
+            let mask = (want << 1).wrapping_sub(1);
+            let mut starts = bucket::lanes_equal(codes, code::INLINE_START);
+            while starts != 0 {
+                let s = starts.trailing_zeros() as usize / 3;
+                starts &= starts - 1;
+                let o = s * bucket::SLOT_BYTES;
+                if (bitmap >> o) & mask == want && key_eq(&b.bytes[o..o + klen], key) {
+                    let e = b.inline_entry(s);
+                    let kind = LocKind::Inline {
+                        klen: e.klen,
+                        vlen: e.vlen,
+                    };
+                    return Some(Loc {
+                        bucket: off,
+                        prev,
+                        slot: s,
+                        kind,
+                    });
+                }
+            }
+        }
+        // Pointer slots (codes 3..=7: the lane's top bit set, or code 3 exactly).
+        let high = (codes >> 2) & 0b001_001_001_001_001_001_001_001_001_001;
+        let mut ptrs = high | bucket::lanes_equal(codes, code::PTR_SMALL_FIRST);
+        while ptrs != 0 {
+            let s = ptrs.trailing_zeros() as usize / 3;
+            ptrs &= ptrs - 1;
+            let (sh, ptr) = b.pointer(s);
+            if sh == sec {
+                if let Some(loc) = self.check_record(off, prev, s, b.code(s), ptr, key, acc) {
+                    return Some(loc);
+                }
+            }
+        }
+        None
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_record(
+        &self,
+        off: usize,
+        prev: usize,
+        slot: usize,
+        c: u8,
+        ptr: u32,
+        key: &[u8],
+        acc: &mut Access,
+    ) -> Option<Loc> {
+        let rec = ptr as usize * SLAB_UNIT_BYTES;
+        let hdr = record::decode(
+            c,
+            self.arena
+                .slice(rec, record::LARGE_HEADER_BYTES.min(SLAB_UNIT_BYTES)),
+        );
+        // Reading the key brings in the record; the value is read in the same access.
+        acc.read(rec, hdr.total());
+        if hdr.klen != key.len() || !key_eq(self.arena.slice(rec + hdr.header, hdr.klen), key) {
+            return None;
+        }
+        let kind = LocKind::Record {
+            rec,
+            slot_code: c,
+            class: hdr.class,
+            header: hdr.header,
+            klen: hdr.klen,
+            vlen: hdr.vlen,
+        };
+        Some(Loc {
+            bucket: off,
+            prev,
+            slot,
+            kind,
+        })
+    }
+
+    /// The value at `loc` (valid until the next mutation).
+    #[inline]
+    pub fn value(&self, loc: &Loc) -> &[u8] {
+        match loc.kind {
+            LocKind::Inline { klen, vlen } => {
+                let o = loc.bucket + loc.slot * bucket::SLOT_BYTES + klen;
+                self.arena.slice(o, vlen)
+            }
+            LocKind::Record {
+                rec,
+                header,
+                klen,
+                vlen,
+                ..
+            } => self.arena.slice(rec + header + klen, vlen),
+        }
+    }
+
+    fn is_inline(&self, kv_len: usize) -> bool {
+        kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
+    }
+
+    /// Stores `value` under `key`, replacing `old` (the result of `lookup`) if present.
+    /// On error (out of memory) the table is unchanged.
+    pub fn write(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        old: Option<Loc>,
+        value: &[u8],
+        acc: &mut Access,
+    ) -> Result<(), OpError> {
+        if let Some(o) = old {
+            if self.rewrite_in_place(key, &o, value, acc) {
+                return Ok(());
+            }
+        }
+        self.insert_new(key, h, value, acc)?;
+        if let Some(o) = old {
+            self.remove(&o, acc);
+        }
+        Ok(())
+    }
+
+    /// Replaces the value where it is when the new key-value needs the same space. Returns false
+    /// when it does not.
+    fn rewrite_in_place(&mut self, key: &[u8], o: &Loc, value: &[u8], acc: &mut Access) -> bool {
+        let kv_len = key.len() + value.len();
+        let inline = self.is_inline(kv_len);
+        match o.kind {
+            LocKind::Inline { klen, vlen } if inline => {
+                let old_slots = inline_slots(klen + vlen);
+                let new_slots = inline_slots(kv_len);
+                let mut b = *self.bucket(o.bucket);
+                if old_slots == new_slots {
+                    b.write_inline_at(o.slot, new_slots, key, value);
+                } else {
+                    // Same bucket if it has room once the old entry is gone.
+                    b.remove(o.slot);
+                    if b.push_inline(key, value).is_none() {
+                        return false;
+                    }
+                }
+                *self.bucket_mut(o.bucket) = b;
+                acc.write(o.bucket, LINE_BYTES);
+                self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
+                true
+            }
+            LocKind::Record {
+                rec,
+                slot_code,
+                class,
+                vlen,
+                ..
+            } if !inline => {
+                let Some(l) = record::layout(key.len(), value.len(), self.top_class) else {
+                    return false;
+                };
+                if l.slot_code != slot_code || l.class != class {
+                    return false;
+                }
+                record::encode(
+                    l,
+                    key,
+                    value,
+                    self.arena.slice_mut(rec, class_size_bytes(class)),
+                );
+                acc.write(rec, l.header + kv_len);
+                self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Adds a key-value that is not in the table.
+    fn insert_new(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        value: &[u8],
+        acc: &mut Access,
+    ) -> Result<(), OpError> {
+        let kv_len = key.len() + value.len();
+        let inline = self.is_inline(kv_len);
+        let need = if inline { inline_slots(kv_len) } else { 1 };
+        let rec = if inline {
+            None
+        } else {
+            let l = record::layout(key.len(), value.len(), self.top_class).ok_or(
+                OpError::ValueTooLarge {
+                    len: value.len(),
+                    max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - key.len(),
+                },
+            )?;
+            let addr = self.slab.alloc(l.class).ok_or(OpError::OutOfMemory)?;
+            Some((l, addr))
+        };
+        let target = match self.bucket_with_room(h, need, acc) {
+            Ok(off) => off,
+            Err(e) => {
+                if let Some((l, addr)) = rec {
+                    self.slab.free(addr, l.class);
+                }
+                return Err(e);
+            }
+        };
+        let mut b = *self.bucket(target);
+        match rec {
+            None => {
+                b.push_inline(key, value).expect("bucket checked for room");
+                self.counts.inline_keys += 1;
+            }
+            Some((l, addr)) => {
+                let off = addr as usize * SLAB_UNIT_BYTES;
+                record::encode(
+                    l,
+                    key,
+                    value,
+                    self.arena.slice_mut(off, class_size_bytes(l.class)),
+                );
+                acc.write(off, l.header + kv_len);
+                b.push_pointer(l.slot_code, secondary_hash(h), addr)
+                    .expect("bucket checked for room");
+            }
+        }
+        *self.bucket_mut(target) = b;
+        acc.write(target, LINE_BYTES);
+        self.counts.keys += 1;
+        self.counts.kv_bytes += kv_len as u64;
+        Ok(())
+    }
+
+    /// The first bucket of h's chain with `need` free slots, linking a new chained bucket at the
+    /// end when none has.
+    fn bucket_with_room(
+        &mut self,
+        h: u64,
+        need: usize,
+        acc: &mut Access,
+    ) -> Result<usize, OpError> {
+        let mut off = self.main_bucket(h);
+        loop {
+            acc.read(off, LINE_BYTES);
+            let b = self.bucket(off);
+            if b.free_slots() >= need {
+                return Ok(off);
+            }
+            match b.chain() {
+                Some(p) => off = p as usize * SLAB_UNIT_BYTES,
+                None => break,
+            }
+        }
+        let addr = self.slab.alloc(CHAIN_CLASS).ok_or(OpError::OutOfMemory)?;
+        let new_off = addr as usize * SLAB_UNIT_BYTES;
+        *self.bucket_mut(new_off) = Bucket::default();
+        self.bucket_mut(off).set_chain(Some(addr));
+        acc.write(off, LINE_BYTES);
+        self.counts.chained_buckets += 1;
+        Ok(new_off)
+    }
+
+    /// Removes the key-value at `loc`; frees its record and, when a chained bucket becomes empty,
+    /// the bucket.
+    pub fn remove(&mut self, loc: &Loc, acc: &mut Access) {
+        let mut b = *self.bucket(loc.bucket);
+        b.remove(loc.slot);
+        let kv_len = match loc.kind {
+            LocKind::Inline { klen, vlen } => {
+                self.counts.inline_keys -= 1;
+                klen + vlen
+            }
+            LocKind::Record {
+                rec,
+                class,
+                klen,
+                vlen,
+                ..
+            } => {
+                self.slab.free((rec / SLAB_UNIT_BYTES) as u32, class);
+                klen + vlen
+            }
+        };
+        self.counts.keys -= 1;
+        self.counts.kv_bytes -= kv_len as u64;
+        if b.is_empty() && loc.prev != NO_BUCKET {
+            let next = b.chain();
+            self.bucket_mut(loc.prev).set_chain(next);
+            acc.write(loc.prev, LINE_BYTES);
+            self.slab
+                .free((loc.bucket / SLAB_UNIT_BYTES) as u32, CHAIN_CLASS);
+            self.counts.chained_buckets -= 1;
+        } else {
+            *self.bucket_mut(loc.bucket) = b;
+            acc.write(loc.bucket, LINE_BYTES);
+        }
+    }
+
+    /// Histogram of chain lengths (buckets per chain, index 0 = main bucket only); scans the
+    /// whole index, for statistics only.
+    pub fn chain_histogram(&self) -> Vec<u64> {
+        let mut hist = vec![0u64; 4];
+        for i in 0..self.bucket_count as usize {
+            let mut len = 0usize;
+            let mut b = self.bucket(i * LINE_BYTES);
+            while let Some(p) = b.chain() {
+                len += 1;
+                b = self.bucket(p as usize * SLAB_UNIT_BYTES);
+            }
+            if len >= hist.len() {
+                hist.resize(len + 1, 0);
+            }
+            hist[len] += 1;
+        }
+        hist
+    }
+
+    /// Every key-value, for tests and snapshots: calls `f(key, value)`.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        for i in 0..self.bucket_count as usize {
+            let mut off = i * LINE_BYTES;
+            loop {
+                let b = self.bucket(off);
+                for s in b.entry_starts() {
+                    let c = b.code(s);
+                    if c == code::INLINE_START {
+                        let e = b.inline_entry(s);
+                        f(b.inline_key(&e), b.inline_value(&e));
+                    } else {
+                        let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;
+                        let h =
+                            record::decode(c, self.arena.slice(rec, record::LARGE_HEADER_BYTES));
+                        let kv = self.arena.slice(rec + h.header, h.klen + h.vlen);
+                        f(&kv[..h.klen], &kv[h.klen..]);
+                    }
+                }
+                match b.chain() {
+                    Some(p) => off = p as usize * SLAB_UNIT_BYTES,
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
+/// Key equality without a libc call for the short keys that dominate.
+#[inline(always)]
+pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let r8 = |s: &[u8], o: usize| u64::from_ne_bytes(s[o..o + 8].try_into().expect("8 bytes"));
+        return r8(a, 0) == r8(b, 0) && r8(a, n - 8) == r8(b, n - 8);
+    }
+    if (4..8).contains(&n) {
+        let r4 = |s: &[u8], o: usize| u32::from_ne_bytes(s[o..o + 4].try_into().expect("4 bytes"));
+        return r4(a, 0) == r4(b, 0) && r4(a, n - 4) == r4(b, n - 4);
+    }
+    a == b
+}

@@ -1,0 +1,284 @@
+//! Operations and their results: the engine's whole interface besides configuration.
+//!
+//! An `Op` borrows its key and arguments from the caller (typically a received frame), so a
+//! batch costs no allocation. Results go into a reusable `Results`: one `OpResult` per operation,
+//! in request order, whose data is a range of one shared byte buffer.
+
+use crate::error::OpError;
+use crate::ops::ElemType;
+
+/// What an operation does (SPEC section 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpKind {
+    Get = 0,
+    /// Insert or replace.
+    Put = 1,
+    /// Insert only (NX).
+    PutNx = 2,
+    /// Replace only (XX).
+    PutXx = 3,
+    Delete = 4,
+    /// Compare-and-swap of the whole value: `arg` expected, `arg2` new.
+    Cas = 5,
+    UpdateS2S = 6,
+    UpdateS2V = 7,
+    UpdateV2V = 8,
+    Reduce = 9,
+    Filter = 10,
+}
+
+pub const OP_KIND_COUNT: usize = 11;
+
+impl OpKind {
+    pub const ALL: [OpKind; OP_KIND_COUNT] = [
+        OpKind::Get,
+        OpKind::Put,
+        OpKind::PutNx,
+        OpKind::PutXx,
+        OpKind::Delete,
+        OpKind::Cas,
+        OpKind::UpdateS2S,
+        OpKind::UpdateS2V,
+        OpKind::UpdateV2V,
+        OpKind::Reduce,
+        OpKind::Filter,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Get => "get",
+            OpKind::Put => "put",
+            OpKind::PutNx => "put_nx",
+            OpKind::PutXx => "put_xx",
+            OpKind::Delete => "delete",
+            OpKind::Cas => "cas",
+            OpKind::UpdateS2S => "update_scalar2scalar",
+            OpKind::UpdateS2V => "update_scalar2vector",
+            OpKind::UpdateV2V => "update_vector2vector",
+            OpKind::Reduce => "reduce",
+            OpKind::Filter => "filter",
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<OpKind> {
+        OpKind::ALL.get(c as usize).copied()
+    }
+
+    /// True for operations that may change the store.
+    pub fn writes(self) -> bool {
+        !matches!(self, OpKind::Get | OpKind::Reduce | OpKind::Filter)
+    }
+}
+
+/// One operation. `arg` is the value (put), expected value (cas), delta(s) (updates), initial
+/// accumulator (reduce) or parameter (filter); `arg2` is the new value of a cas.
+#[derive(Debug, Clone, Copy)]
+pub struct Op<'a> {
+    pub kind: OpKind,
+    pub key: &'a [u8],
+    pub arg: &'a [u8],
+    pub arg2: &'a [u8],
+    pub func: u16,
+    pub elem: ElemType,
+    /// Reply with the status only (seed 002 measures updates both ways).
+    pub no_return: bool,
+}
+
+impl<'a> Op<'a> {
+    fn new(kind: OpKind, key: &'a [u8]) -> Op<'a> {
+        Op {
+            kind,
+            key,
+            arg: &[],
+            arg2: &[],
+            func: 0,
+            elem: ElemType::U64,
+            no_return: false,
+        }
+    }
+    pub fn get(key: &'a [u8]) -> Op<'a> {
+        Op::new(OpKind::Get, key)
+    }
+    pub fn put(key: &'a [u8], value: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: value,
+            ..Op::new(OpKind::Put, key)
+        }
+    }
+    pub fn put_nx(key: &'a [u8], value: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: value,
+            ..Op::new(OpKind::PutNx, key)
+        }
+    }
+    pub fn put_xx(key: &'a [u8], value: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: value,
+            ..Op::new(OpKind::PutXx, key)
+        }
+    }
+    pub fn delete(key: &'a [u8]) -> Op<'a> {
+        Op::new(OpKind::Delete, key)
+    }
+    pub fn cas(key: &'a [u8], expected: &'a [u8], new: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: expected,
+            arg2: new,
+            ..Op::new(OpKind::Cas, key)
+        }
+    }
+    pub fn update_s2s(key: &'a [u8], func: u16, elem: ElemType, delta: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: delta,
+            func,
+            elem,
+            ..Op::new(OpKind::UpdateS2S, key)
+        }
+    }
+    pub fn update_s2v(key: &'a [u8], func: u16, elem: ElemType, delta: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: delta,
+            func,
+            elem,
+            ..Op::new(OpKind::UpdateS2V, key)
+        }
+    }
+    pub fn update_v2v(key: &'a [u8], func: u16, elem: ElemType, deltas: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: deltas,
+            func,
+            elem,
+            ..Op::new(OpKind::UpdateV2V, key)
+        }
+    }
+    pub fn reduce(key: &'a [u8], func: u16, elem: ElemType, sigma: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: sigma,
+            func,
+            elem,
+            ..Op::new(OpKind::Reduce, key)
+        }
+    }
+    pub fn filter(key: &'a [u8], func: u16, elem: ElemType, param: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: param,
+            func,
+            elem,
+            ..Op::new(OpKind::Filter, key)
+        }
+    }
+    pub fn no_return(self) -> Op<'a> {
+        Op {
+            no_return: true,
+            ..self
+        }
+    }
+}
+
+/// Outcome of one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Done; data per operation (value, original value, reduction, filtered elements).
+    Ok,
+    /// The key does not exist (get, delete, vector operations, reduce, filter).
+    NotFound,
+    /// A conditional put did not apply: NX on an existing key or XX on a missing one.
+    NotStored,
+    /// The cas did not match; data is the current value (empty if the key is missing).
+    CasMismatch,
+    Error(OpError),
+}
+
+impl Status {
+    /// Wire code: 0 ok, 1 not found, 2 not stored, 3 cas mismatch, 0x80 | error code.
+    pub fn code(&self) -> u8 {
+        match self {
+            Status::Ok => 0,
+            Status::NotFound => 1,
+            Status::NotStored => 2,
+            Status::CasMismatch => 3,
+            Status::Error(e) => 0x80 | e.code(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpResult {
+    pub status: Status,
+    data_start: u32,
+    data_len: u32,
+}
+
+/// Results of a batch, reused across batches to avoid allocation.
+#[derive(Debug, Default)]
+pub struct Results {
+    items: Vec<OpResult>,
+    data: Vec<u8>,
+}
+
+const PENDING: OpResult = OpResult {
+    status: Status::NotFound,
+    data_start: 0,
+    data_len: 0,
+};
+
+impl Results {
+    pub fn with_capacity(ops: usize, data_bytes: usize) -> Results {
+        Results {
+            items: Vec::with_capacity(ops),
+            data: Vec::with_capacity(data_bytes),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn status(&self, i: usize) -> Status {
+        self.items[i].status
+    }
+
+    pub fn data(&self, i: usize) -> &[u8] {
+        let r = &self.items[i];
+        &self.data[r.data_start as usize..(r.data_start + r.data_len) as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Status, &[u8])> + '_ {
+        (0..self.items.len()).map(|i| (self.status(i), self.data(i)))
+    }
+
+    pub(crate) fn reset(&mut self, n: usize) {
+        self.items.clear();
+        self.items.resize(n, PENDING);
+        self.data.clear();
+    }
+
+    /// Starts the data of a result: bytes appended until `finish` belong to it.
+    #[inline]
+    pub(crate) fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    #[inline]
+    pub(crate) fn mark(&self) -> usize {
+        self.data.len()
+    }
+
+    #[inline]
+    pub(crate) fn finish(&mut self, i: usize, status: Status, start: usize) {
+        if matches!(status, Status::Error(_)) {
+            self.data.truncate(start);
+        }
+        let len = self.data.len() - start;
+        self.items[i] = OpResult {
+            status,
+            data_start: start as u32,
+            data_len: len as u32,
+        };
+    }
+}

@@ -1,0 +1,9 @@
+//! Atomic and vector operations: element types, built-in functions by id, user functions.
+pub mod builtin;
+pub mod elem;
+mod kernel;
+pub mod registry;
+
+pub use builtin::*;
+pub use elem::ElemType;
+pub use registry::{FunctionKind, FunctionRegistry, RegistryError, UserFunction};

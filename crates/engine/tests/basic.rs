@@ -1,0 +1,223 @@
+//! Black-box behaviour of one engine: every operation kind, inline and record storage, chains,
+//! limits and out of memory.
+
+use directkv_engine::ops::*;
+use directkv_engine::{
+    ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
+};
+
+fn engine(mem_mb: usize, ratio: f64, threshold: usize) -> Engine {
+    let mut cfg = EngineConfig::with_memory(mem_mb << 20);
+    cfg.hash_index_ratio = Some(ratio);
+    cfg.inline_threshold = Some(threshold);
+    cfg.value_len_max = 64 << 10;
+    Engine::new(cfg).unwrap()
+}
+
+#[test]
+fn get_put_delete_inline_and_records() {
+    for threshold in [0, 51] {
+        let mut e = engine(8, 0.5, threshold);
+        assert_eq!(e.get(b"a").unwrap(), None);
+        e.put(b"a", b"1").unwrap();
+        e.put(b"long", &[7u8; 300]).unwrap();
+        assert_eq!(e.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(e.get(b"long").unwrap().unwrap(), vec![7u8; 300]);
+        // Grow and shrink across the inline threshold and slab classes.
+        for len in [0usize, 3, 40, 45, 60, 200, 254, 2000, 5, 0] {
+            let v = vec![len as u8; len];
+            e.put(b"a", &v).unwrap();
+            assert_eq!(
+                e.get(b"a").unwrap().unwrap(),
+                v,
+                "len {len} threshold {threshold}"
+            );
+        }
+        assert!(e.delete(b"a").unwrap());
+        assert!(!e.delete(b"a").unwrap());
+        assert_eq!(e.get(b"a").unwrap(), None);
+        e.check_invariants();
+        assert_eq!(e.counts().keys, 1);
+    }
+}
+
+#[test]
+fn conditional_puts_and_cas() {
+    let mut e = engine(8, 0.5, 51);
+    let mut out = Results::default();
+    e.execute(
+        &[
+            Op::put_xx(b"k", b"x"),
+            Op::put_nx(b"k", b"v1"),
+            Op::put_nx(b"k", b"v2"),
+            Op::cas(b"k", b"nope", b"v3"),
+            Op::cas(b"k", b"v1", b"v4"),
+            Op::get(b"k"),
+            Op::cas(b"new", b"", b"created"),
+            Op::get(b"new"),
+        ],
+        &mut out,
+    );
+    let got: Vec<(Status, Vec<u8>)> = out.iter().map(|(s, d)| (s, d.to_vec())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Status::NotStored, vec![]),
+            (Status::Ok, vec![]),
+            (Status::NotStored, vec![]),
+            (Status::CasMismatch, b"v1".to_vec()),
+            (Status::Ok, b"v1".to_vec()),
+            (Status::Ok, b"v4".to_vec()),
+            (Status::Ok, vec![]),
+            (Status::Ok, b"created".to_vec()),
+        ]
+    );
+}
+
+#[test]
+fn atomics_vectors_reduce_filter() {
+    let mut e = engine(8, 0.5, 51);
+    let one = 1u64.to_le_bytes();
+    assert_eq!(
+        e.update(b"c", FN_ADD, ElemType::U64, &one).unwrap(),
+        0u64.to_le_bytes()
+    );
+    assert_eq!(
+        e.update(b"c", FN_ADD, ElemType::U64, &one).unwrap(),
+        1u64.to_le_bytes()
+    );
+    assert_eq!(e.get(b"c").unwrap().unwrap(), 2u64.to_le_bytes());
+    let v: Vec<u8> = [1u32, 5, 0, 9]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    e.put(b"vec", &v).unwrap();
+    e.put(b"odd", b"abc").unwrap();
+    let mut out = Results::default();
+    let d: Vec<u8> = [10u32, 10, 10, 10]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    e.execute(
+        &[
+            Op::update_s2v(b"vec", FN_MUL, ElemType::U32, &2u32.to_le_bytes()),
+            Op::update_v2v(b"vec", FN_ADD, ElemType::U32, &d),
+            Op::reduce(b"vec", FN_SUM, ElemType::U32, &0u32.to_le_bytes()),
+            Op::filter(b"vec", FN_GT, ElemType::U32, &15u32.to_le_bytes()),
+            Op::reduce(b"missing", FN_SUM, ElemType::U32, &0u32.to_le_bytes()),
+            Op::update_s2v(b"odd", FN_ADD, ElemType::U16, &1u16.to_le_bytes()),
+            Op::update_s2s(b"c", 999, ElemType::U64, &one),
+            Op::update_s2s(b"c", FN_ADD, ElemType::U64, &one).no_return(),
+        ],
+        &mut out,
+    );
+    assert_eq!(out.status(0), Status::Ok);
+    assert_eq!(out.data(0), &v[..]);
+    assert_eq!(out.data(2), &(12u32 + 20 + 10 + 28).to_le_bytes());
+    let f: Vec<u8> = [20u32, 28].iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(out.data(3), &f[..]);
+    assert_eq!(out.status(4), Status::NotFound);
+    assert_eq!(
+        out.status(5),
+        Status::Error(OpError::WrongWidth { len: 3, width: 2 })
+    );
+    assert_eq!(out.status(6), Status::Error(OpError::UnknownFunction(999)));
+    assert_eq!((out.status(7), out.data(7)), (Status::Ok, &[][..]));
+    assert_eq!(e.get(b"c").unwrap().unwrap(), 3u64.to_le_bytes());
+}
+
+#[test]
+fn limits_are_checked() {
+    let mut e = engine(8, 0.5, 51);
+    assert_eq!(e.put(b"", b"x"), Err(OpError::KeyEmpty));
+    assert_eq!(
+        e.put(&[1u8; 251], b"x"),
+        Err(OpError::KeyTooLong { len: 251, max: 250 })
+    );
+    assert!(e.put(&[1u8; 250], b"x").is_ok());
+    assert_eq!(
+        e.put(b"k", &vec![0u8; (64 << 10) + 1]),
+        Err(OpError::ValueTooLarge {
+            len: 65537,
+            max: 65536
+        })
+    );
+    assert!(e.put(b"k", &vec![0u8; 64 << 10]).is_ok());
+}
+
+#[test]
+fn chains_grow_and_shrink() {
+    // A tiny index forces long chains.
+    let mut e = engine(16, 0.01, 51);
+    let keys: Vec<Vec<u8>> = (0..300_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    for k in &keys {
+        e.put(k, b"vvvv").unwrap();
+    }
+    assert!(e.counts().chained_buckets > 10_000, "{:?}", e.counts());
+    for k in &keys {
+        assert_eq!(e.get(k).unwrap().unwrap(), b"vvvv");
+    }
+    for k in &keys {
+        assert!(e.delete(k).unwrap());
+    }
+    assert_eq!(e.counts().chained_buckets, 0);
+    assert_eq!(e.counts().keys, 0);
+    e.check_invariants();
+}
+
+#[test]
+fn out_of_memory_is_an_error_and_changes_nothing() {
+    let mut e = engine(4, 0.5, 0);
+    let mut stored = 0u32;
+    let err = loop {
+        match e.put(&stored.to_le_bytes(), &[1u8; 100]) {
+            Ok(()) => stored += 1,
+            Err(err) => break err,
+        }
+    };
+    assert_eq!(err, OpError::OutOfMemory);
+    assert_eq!(e.counts().keys, stored as u64);
+    // Growing a value fails too, and the old value stays.
+    assert_eq!(
+        e.put(&0u32.to_le_bytes(), &[2u8; 10_000]),
+        Err(OpError::OutOfMemory)
+    );
+    assert_eq!(e.get(&0u32.to_le_bytes()).unwrap().unwrap(), vec![1u8; 100]);
+    // Deleting frees space again.
+    assert!(e.delete(&1u32.to_le_bytes()).unwrap());
+    e.put(&stored.to_le_bytes(), &[1u8; 100]).unwrap();
+    e.check_invariants();
+}
+
+#[test]
+fn same_key_runs_forward_and_keep_order() {
+    for mode in [ExecMode::Forward, ExecMode::Stall] {
+        let mut e = engine(8, 0.5, 51);
+        e.set_mode(mode);
+        let one = 1u64.to_le_bytes();
+        let mut ops = Vec::new();
+        for _ in 0..1000 {
+            ops.push(Op::update_s2s(b"hot", FN_ADD, ElemType::U64, &one));
+        }
+        ops.push(Op::get(b"hot"));
+        let mut out = Results::default();
+        e.execute(&ops, &mut out);
+        for i in 0..1000 {
+            assert_eq!(out.data(i), &(i as u64).to_le_bytes(), "mode {mode:?}");
+        }
+        assert_eq!(out.data(1000), &1000u64.to_le_bytes());
+        let s = e.stats();
+        match mode {
+            ExecMode::Forward => {
+                assert!(s.forwarded >= 990, "{s:?}");
+                // One lookup and one write-back per window of 256.
+                assert!(s.kind(OpKind::UpdateS2S).accesses() < 20, "{s:?}");
+            }
+            ExecMode::Stall => {
+                assert_eq!(s.forwarded, 0);
+                assert!(s.stalls >= 999);
+                assert_eq!(s.kind(OpKind::UpdateS2S).accesses(), 2000);
+            }
+        }
+    }
+}
