@@ -9,8 +9,15 @@ fn main() {
     let mut cfg = EngineConfig::with_memory(mem);
     cfg.expected_kv_bytes = 10;
     cfg.prefault = true;
+    cfg.window = std::env::args()
+        .nth(4)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(256);
     let mut e = Engine::new(cfg).unwrap();
-    let n = (mem / 20) as u64;
+    let n: u64 = std::env::args()
+        .nth(3)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or((mem / 20) as u64);
     let keys: Vec<[u8; 6]> = (0..n)
         .map(|i| {
             let b = i.to_le_bytes();

@@ -18,12 +18,14 @@
 //! While stage 1 runs, up to `window` bucket fetches are in flight: this is how one core keeps
 //! many cache misses outstanding, the software form of the seed's 256 in-flight DMAs.
 
+use crate::config::WINDOW_MAX;
 use crate::index::{key_eq, Access, Loc, Table};
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops::{self, FunctionRegistry};
 use crate::stats::Stats;
 
 pub const RS_SLOTS: usize = 1024;
+const RING_MASK: usize = WINDOW_MAX - 1;
 const NONE: u32 = u32::MAX;
 
 /// What an operation does to the stored value.
@@ -51,52 +53,69 @@ const ST_FREE: u8 = 0;
 const ST_LEADER: u8 = 1;
 const ST_FOLLOWER: u8 = 2;
 
+/// One in-flight operation's bookkeeping (one ring position).
+#[derive(Clone, Copy)]
+struct Slot {
+    hash: u64,
+    /// Index of the operation in the batch.
+    op: u32,
+    /// Next leader in the same reservation-station slot.
+    rs_next: u32,
+    /// First follower of a leader / next follower of a follower.
+    follow_next: u32,
+    follow_tail: u32,
+    state: u8,
+}
+
+const FREE_SLOT: Slot = Slot {
+    hash: 0,
+    op: 0,
+    rs_next: NONE,
+    follow_next: NONE,
+    follow_tail: NONE,
+    state: ST_FREE,
+};
+
 /// The in-flight ring and the reservation station, sized at start-up. Operation `k` of a batch
-/// occupies ring position `k % window` from its issue to its retirement.
+/// occupies ring position `k % window` from its issue to its retirement. The ring has the
+/// largest window's size so that masked indices need no bounds checks.
 pub(crate) struct Station {
     window: usize,
-    hashes: Vec<u64>,
-    state: Vec<u8>,
-    /// Next leader in the same reservation-station slot.
-    rs_next: Vec<u32>,
-    /// First follower of a leader / next follower of a follower.
-    follow_next: Vec<u32>,
-    follow_tail: Vec<u32>,
+    ring: Box<[Slot; WINDOW_MAX]>,
     rs_head: Box<[u32; RS_SLOTS]>,
 }
 
 impl Station {
     pub(crate) fn new(window: usize) -> Station {
-        assert!(window.is_power_of_two(), "window {window} is not a power of two");
+        assert!(
+            window.is_power_of_two() && window <= WINDOW_MAX,
+            "window {window} is not a power of two <= {WINDOW_MAX}"
+        );
         Station {
             window,
-            hashes: vec![0; window],
-            state: vec![ST_FREE; window],
-            rs_next: vec![NONE; window],
-            follow_next: vec![NONE; window],
-            follow_tail: vec![NONE; window],
+            ring: Box::new([FREE_SLOT; WINDOW_MAX]),
             rs_head: Box::new([NONE; RS_SLOTS]),
         }
     }
 
     /// Unlinks leader `p` from its reservation-station slot.
     fn remove_leader(&mut self, p: usize) {
-        let slot = rs_slot(self.hashes[p]);
+        let slot = rs_slot(self.ring[(p) & RING_MASK].hash);
         let mut cur = self.rs_head[slot];
         let mut prev = NONE;
         while cur != NONE && cur as usize != p {
             prev = cur;
-            cur = self.rs_next[cur as usize];
+            cur = self.ring[(cur as usize) & RING_MASK].rs_next;
         }
         assert!(
             cur != NONE,
             "leader {p} missing from reservation station slot {slot}"
         );
-        let next = self.rs_next[p];
+        let next = self.ring[(p) & RING_MASK].rs_next;
         if prev == NONE {
             self.rs_head[slot] = next;
         } else {
-            self.rs_next[prev as usize] = next;
+            self.ring[(prev as usize) & RING_MASK].rs_next = next;
         }
     }
 }
@@ -204,25 +223,29 @@ fn apply_vector(
 /// Checks an operation against the limits before it enters the pipeline.
 pub(crate) fn validate(op: &Op, limits: &Limits) -> Result<(), crate::OpError> {
     use crate::OpError;
-    if op.key.is_empty() {
-        return Err(OpError::KeyEmpty);
-    }
-    if op.key.len() > limits.key_len_max {
-        return Err(OpError::KeyTooLong {
-            len: op.key.len(),
-            max: limits.key_len_max,
+    let klen = op.key.len();
+    if klen.wrapping_sub(1) >= limits.key_len_max {
+        return Err(if klen == 0 {
+            OpError::KeyEmpty
+        } else {
+            OpError::KeyTooLong {
+                len: klen,
+                max: limits.key_len_max,
+            }
         });
     }
-    let value_len = match op.kind {
-        OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
-        OpKind::Cas => op.arg2.len(),
-        _ => 0,
-    };
-    if value_len > limits.value_len_max {
-        return Err(OpError::ValueTooLarge {
-            len: value_len,
-            max: limits.value_len_max,
-        });
+    if op.kind.writes() {
+        let value_len = match op.kind {
+            OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
+            OpKind::Cas => op.arg2.len(),
+            _ => 0,
+        };
+        if value_len > limits.value_len_max {
+            return Err(OpError::ValueTooLarge {
+                len: value_len,
+                max: limits.value_len_max,
+            });
+        }
     }
     Ok(())
 }
@@ -241,120 +264,142 @@ pub(crate) struct Pipeline<'e> {
 }
 
 impl Pipeline<'_> {
-    /// Runs a batch as a software pipeline: operation `k + window` is hashed and its bucket
-    /// prefetched while operation `k` retires, so memory fetches overlap execution.
+    /// Runs a batch window by window. Stage 1 is a tight loop (hash, prefetch) so that the CPU's
+    /// out-of-order window holds many of its cache and TLB misses at once; stages 2 and 3 then
+    /// find their buckets in cache.
     pub(crate) fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        assert!(ops.len() < u32::MAX as usize, "batch too large");
         out.reset(ops.len());
         self.stats.batches += 1;
         let w = self.st.window;
-        let lookahead = (w / 4).max(1);
         let records = self.table.counts().keys > self.table.counts().inline_keys;
-        let (mut iss, mut ret) = (0usize, 0usize);
-        while ret < ops.len() {
-            while iss < ops.len() && iss - ret < w {
-                if !self.issue(ops, iss, out) {
+        let mut base = 0usize;
+        while base < ops.len() {
+            let end = (base + w).min(ops.len());
+            self.prefetch_window(ops, base, end);
+            let cut = self.reserve(ops, base, end, out);
+            if self.table.counts().chained_buckets > 0 || records {
+                for p in 0..cut - base {
+                    if self.st.ring[p & RING_MASK].state == ST_LEADER {
+                        self.table
+                            .prefetch_second(self.st.ring[p & RING_MASK].hash, records);
+                    }
+                }
+            }
+            for p in 0..cut - base {
+                self.retire(ops, p, out);
+            }
+            base = cut;
+        }
+    }
+
+    /// Stage 1: hash every key of the window and prefetch its main bucket.
+    #[inline(always)]
+    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) {
+        let key_len_max = self.limits.key_len_max;
+        for (p, op) in ops[base..end].iter().enumerate() {
+            // Invalid keys are rejected in stage 2; do not hash what may be huge.
+            let h = if op.key.len() <= key_len_max {
+                key_hash(op.key)
+            } else {
+                0
+            };
+            self.st.ring[p & RING_MASK].hash = h;
+            self.table.prefetch_bucket(h);
+        }
+    }
+
+    /// Stage 2: validation and the reservation station, in request order. Returns the end of
+    /// the window, which in stall mode is the first operation whose key is already in flight.
+    fn reserve(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) -> usize {
+        for i in base..end {
+            let p = (i - base) & RING_MASK;
+            let op = &ops[i];
+            self.st.ring[p].state = ST_FREE;
+            if let Err(e) = validate(op, &self.limits) {
+                self.stats.kinds[op.kind as usize].ops += 1;
+                self.stats.errors += 1;
+                let m = out.mark();
+                out.finish(i, Status::Error(e), m);
+                continue;
+            }
+            let h = self.st.ring[p].hash;
+            let slot = rs_slot(h);
+            let mut l = self.st.rs_head[slot];
+            while l != NONE {
+                let lu = l as usize & RING_MASK;
+                if self.st.ring[lu].hash == h
+                    && key_eq(ops[self.st.ring[lu].op as usize].key, op.key)
+                {
                     break;
                 }
-                iss += 1;
+                l = self.st.ring[lu].rs_next;
             }
-            debug_assert!(
-                ret < iss,
-                "a stall always leaves its conflicting leader in flight"
-            );
-            // Stage 2: records of an operation a quarter window ahead, whose bucket has arrived.
-            let q = ret + lookahead;
-            if records && q < iss && self.st.state[q & (w - 1)] == ST_LEADER {
-                self.table.prefetch_records(self.st.hashes[q & (w - 1)]);
+            if l != NONE && self.stall {
+                self.stats.stalls += 1;
+                return i;
             }
-            self.retire(ops, ret, out);
-            ret += 1;
-        }
-    }
-
-    /// Stage 1 for operation `i`: validate, hash, reservation station, prefetch. Returns false
-    /// (issuing nothing) in stall mode when an operation on the same key is in flight.
-    fn issue(&mut self, ops: &[Op], i: usize, out: &mut Results) -> bool {
-        let w = self.st.window;
-        let p = i & (w - 1);
-        let op = &ops[i];
-        self.st.state[p] = ST_FREE;
-        if let Err(e) = validate(op, &self.limits) {
             self.stats.kinds[op.kind as usize].ops += 1;
-            self.stats.errors += 1;
-            let m = out.mark();
-            out.finish(i, Status::Error(e), m);
-            return true;
-        }
-        let h = key_hash(op.key);
-        let slot = rs_slot(h);
-        let mut l = self.st.rs_head[slot];
-        while l != NONE {
-            let lu = l as usize;
-            if self.st.hashes[lu] == h && key_eq(ops[self.abs(i, lu)].key, op.key) {
-                break;
+            let s = &mut self.st.ring[p];
+            s.op = i as u32;
+            s.follow_next = NONE;
+            s.follow_tail = NONE;
+            if l != NONE {
+                s.state = ST_FOLLOWER;
+                let lu = l as usize & RING_MASK;
+                let tail = self.st.ring[lu].follow_tail;
+                if tail == NONE {
+                    self.st.ring[lu].follow_next = p as u32;
+                } else {
+                    self.st.ring[tail as usize & RING_MASK].follow_next = p as u32;
+                }
+                self.st.ring[lu].follow_tail = p as u32;
+                continue;
             }
-            l = self.st.rs_next[lu];
+            s.state = ST_LEADER;
+            s.rs_next = self.st.rs_head[slot];
+            self.st.rs_head[slot] = p as u32;
         }
-        if l != NONE && self.stall {
-            self.stats.stalls += 1;
-            return false;
-        }
-        self.stats.kinds[op.kind as usize].ops += 1;
-        self.st.hashes[p] = h;
-        self.st.follow_next[p] = NONE;
-        self.st.follow_tail[p] = NONE;
-        if l != NONE {
-            let lu = l as usize;
-            let tail = self.st.follow_tail[lu];
-            if tail == NONE {
-                self.st.follow_next[lu] = p as u32;
-            } else {
-                self.st.follow_next[tail as usize] = p as u32;
-            }
-            self.st.follow_tail[lu] = p as u32;
-            self.st.state[p] = ST_FOLLOWER;
-            return true;
-        }
-        self.st.rs_next[p] = self.st.rs_head[slot];
-        self.st.rs_head[slot] = p as u32;
-        self.st.state[p] = ST_LEADER;
-        self.table.prefetch_bucket(h);
-        true
+        end
     }
 
-    /// Absolute operation index of ring position `p`, which is in flight while `i` issues.
+    /// Stage 3 for ring position `p`: a leader executes with its followers.
     #[inline(always)]
-    fn abs(&self, i: usize, p: usize) -> usize {
-        let w = self.st.window;
-        let base = i & !(w - 1);
-        if p < (i & (w - 1)) {
-            base + p
-        } else {
-            base + p - w
-        }
-    }
-
-    /// Stage 3 for operation `i`: a leader executes with its followers; followers are done by then.
-    fn retire(&mut self, ops: &[Op], i: usize, out: &mut Results) {
-        let p = i & (self.st.window - 1);
-        if self.st.state[p] != ST_LEADER {
-            self.st.state[p] = ST_FREE;
+    fn retire(&mut self, ops: &[Op], p: usize, out: &mut Results) {
+        let p = p & RING_MASK;
+        if self.st.ring[p].state != ST_LEADER {
             return;
         }
         self.st.remove_leader(p);
-        self.st.state[p] = ST_FREE;
-        if self.st.follow_next[p] == NONE {
-            self.run_single(ops, i, self.st.hashes[p], out);
+        let s = self.st.ring[p];
+        if s.follow_next == NONE {
+            self.run_single(ops, s.op as usize, s.hash, out);
         } else {
-            self.run_group(ops, i, out);
+            self.run_group(ops, p, out);
         }
     }
+
     /// One operation against the table: lookup, apply, store.
     fn run_single(&mut self, ops: &[Op], i: usize, h: u64, out: &mut Results) {
         let op = &ops[i];
         self.acc.clear();
         let loc = self.table.lookup(op.key, h, self.acc);
         let start = out.mark();
+        if op.kind == OpKind::Get {
+            // The common case, without the general apply/store machinery.
+            let status = match &loc {
+                Some(l) => {
+                    if !op.no_return {
+                        out.buf().extend_from_slice(self.table.value(l));
+                    }
+                    Status::Ok
+                }
+                None => Status::NotFound,
+            };
+            out.finish(i, status, start);
+            self.stats.charge(op.kind, self.acc);
+            return;
+        }
         let cur = loc.as_ref().map(|l| self.table.value(l));
         let (mut status, effect) = apply(self.reg, op, cur, self.scratch, out.buf());
         if let Err(e) = self.store(op, h, loc, effect) {
@@ -389,11 +434,9 @@ impl Pipeline<'_> {
     }
 
     /// A leader and its followers: one lookup, data forwarding through `fwd`, one write-back.
-    fn run_group(&mut self, ops: &[Op], lead_i: usize, out: &mut Results) {
-        let w = self.st.window;
-        let j = lead_i & (w - 1);
-        let lead = &ops[lead_i];
-        let h = self.st.hashes[j];
+    fn run_group(&mut self, ops: &[Op], j: usize, out: &mut Results) {
+        let lead = &ops[self.st.ring[j & RING_MASK].op as usize];
+        let h = self.st.ring[(j) & RING_MASK].hash;
         self.acc.clear();
         let loc = self.table.lookup(lead.key, h, self.acc);
         let mut present = loc.is_some();
@@ -404,7 +447,7 @@ impl Pipeline<'_> {
         let mut dirty = false;
         let mut k = j as u32;
         while k != NONE {
-            let i = follower_index(lead_i, k as usize, w);
+            let i = self.st.ring[k as usize & RING_MASK].op as usize;
             let op = &ops[i];
             let start = out.mark();
             let cur = if present { Some(&self.fwd[..]) } else { None };
@@ -433,7 +476,7 @@ impl Pipeline<'_> {
             if k != j as u32 {
                 self.stats.forwarded += 1;
             }
-            k = self.st.follow_next[k as usize];
+            k = self.st.ring[(k as usize) & RING_MASK].follow_next;
         }
         if dirty {
             self.stats.write_backs += 1;
@@ -446,7 +489,7 @@ impl Pipeline<'_> {
                 (false, None) => Ok(()),
             };
             if r.is_err() {
-                self.replay_group(ops, lead_i, out);
+                self.replay_group(ops, j, out);
             }
         }
         self.stats.charge(lead.kind, self.acc);
@@ -454,25 +497,14 @@ impl Pipeline<'_> {
 
     /// The group's write-back failed (out of memory), so nothing was stored: run its operations
     /// one by one so each gets its own exact result.
-    fn replay_group(&mut self, ops: &[Op], lead_i: usize, out: &mut Results) {
+    fn replay_group(&mut self, ops: &[Op], j: usize, out: &mut Results) {
         self.stats.group_replays += 1;
-        let w = self.st.window;
-        let h = self.st.hashes[lead_i & (w - 1)];
-        let mut k = (lead_i & (w - 1)) as u32;
+        let h = self.st.ring[j & RING_MASK].hash;
+        let mut k = j as u32;
         while k != NONE {
-            self.run_single(ops, follower_index(lead_i, k as usize, w), h, out);
-            k = self.st.follow_next[k as usize];
+            let s = self.st.ring[k as usize & RING_MASK];
+            self.run_single(ops, s.op as usize, h, out);
+            k = s.follow_next;
         }
-    }
-}
-
-/// Absolute index of ring position `p`, which is at or after leader `lead_i` within one window.
-#[inline(always)]
-fn follower_index(lead_i: usize, p: usize, w: usize) -> usize {
-    let lp = lead_i & (w - 1);
-    if p >= lp {
-        lead_i + (p - lp)
-    } else {
-        lead_i + (w - lp) + p
     }
 }

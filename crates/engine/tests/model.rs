@@ -144,11 +144,19 @@ enum Act {
     Bad(Bad),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 struct AOp {
     key: Key,
     act: Act,
     no_return: bool,
+}
+
+/// One line per operation, also under `{:#?}`, so a shrunk case reads as a list.
+impl std::fmt::Debug for AOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let no_return = if self.no_return { " no_return" } else { "" };
+        write!(f, "{:?} {:?}{no_return}", self.key, self.act)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,7 +419,7 @@ fn update_elem(func: u16, a: u64, d: u64, w: usize) -> u64 {
 }
 
 fn elems(len: usize, w: usize) -> Result<(), OpError> {
-    if len % w != 0 {
+    if !len.is_multiple_of(w) {
         return Err(OpError::WrongWidth { len, width: w });
     }
     Ok(())
@@ -907,29 +915,37 @@ fn batch(p: &Profile) -> BoxedStrategy<Vec<AOp>> {
             run.into_iter().map(|a| AOp { key: k, ..a }).collect::<Vec<_>>()
         }),
     ];
-    prop_oneof![
-        1 => prop::collection::vec(chunk.clone(), 1..=12),
-        1 => prop::collection::vec(chunk, 60..=160),
-    ]
-    .prop_map(|chunks| {
-        let mut ops: Vec<AOp> = chunks.into_iter().flatten().collect();
-        ops.truncate(600);
-        ops
-    })
-    .boxed()
+    // One size range (not a union of small and large batches) so shrinking can drop any chunk.
+    prop::collection::vec(chunk, 1..=160)
+        .prop_map(|chunks| {
+            let mut ops: Vec<AOp> = chunks.into_iter().flatten().collect();
+            ops.truncate(600);
+            ops
+        })
+        .boxed()
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Case {
     keys: Vec<Vec<u8>>,
     batches: Vec<Vec<AOp>>,
 }
 
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "keys {:?}", self.keys)?;
+        for (i, b) in self.batches.iter().enumerate() {
+            writeln!(f, "batch {i}:")?;
+            for (j, a) in b.iter().enumerate() {
+                writeln!(f, "  {j}: {a:?}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn case(p: Profile) -> impl Strategy<Value = Case> {
-    let keys = p
-        .hot_keys
-        .clone()
-        .prop_flat_map(|n| prop::collection::vec(key_bytes(), n));
+    let keys = prop::collection::vec(key_bytes(), p.hot_keys.clone());
     (keys, prop::collection::vec(batch(&p), 1..=4)).prop_map(|(keys, batches)| {
         let mut seen = HashSet::new();
         let keys = keys
@@ -947,6 +963,14 @@ fn small_profile() -> Profile {
         any_key_eighths: 0,
     }
 }
+
+// Cases per test as (release, debug), sized so that the file takes well under a minute under
+// `cargo test --release` and a few minutes in a debug build on two cores.
+const CASES_SMALL_KEYS: (u32, u32) = (256, 24);
+const CASES_SMALL_WINDOWS: (u32, u32) = (128, 12);
+const CASES_CHAINS: (u32, u32) = (12, 2);
+const CASES_BULK: (u32, u32) = (4, 1);
+const CASES_OOM: (u32, u32) = (128, 12);
 
 /// Case count: `release` in optimized builds, `debug` otherwise; `PROPTEST_CASES` overrides both.
 fn config(release: u32, debug: u32) -> ProptestConfig {
@@ -970,6 +994,8 @@ fn engine_config(memory_mib: usize, ratio: f64, threshold: usize) -> EngineConfi
     let mut cfg = EngineConfig::with_memory(memory_mib << 20);
     cfg.hash_index_ratio = Some(ratio);
     cfg.inline_threshold = Some(threshold);
+    // Values stay far below this; a smaller limit keeps the engines' scratch buffers small.
+    cfg.value_len_max = 64 << 10;
     cfg
 }
 
@@ -989,24 +1015,29 @@ fn run_case(cfg: &EngineConfig, c: &Case, oom: bool) -> Result<(), TestCaseError
 // (a), (b), (e): small key space.
 
 proptest! {
-    #![proptest_config(config(48, 12))]
+    #![proptest_config(config(CASES_SMALL_KEYS.0, CASES_SMALL_KEYS.1))]
 
     /// (a) Inline threshold 51: keys of 1..=40 bytes with values around 4..55 bytes cross it.
     #[test]
     fn model_inline_threshold_51(c in case(small_profile())) {
-        run_case(&engine_config(8, 0.5, 51), &c, false)?;
+        run_case(&engine_config(4, 0.5, 51), &c, false)?;
     }
 
     /// (b) Everything in slab records.
     #[test]
     fn model_all_records(c in case(small_profile())) {
-        run_case(&engine_config(8, 0.5, 0), &c, false)?;
+        run_case(&engine_config(4, 0.5, 0), &c, false)?;
     }
+
+}
+
+proptest! {
+    #![proptest_config(config(CASES_SMALL_WINDOWS.0, CASES_SMALL_WINDOWS.1))]
 
     /// (e) Small windows: every batch spans many windows, and groups are cut at window edges.
     #[test]
     fn model_small_windows(c in case(small_profile()), window in prop_oneof![Just(1usize), 2usize..=9]) {
-        let mut cfg = engine_config(8, 0.5, 51);
+        let mut cfg = engine_config(4, 0.5, 51);
         cfg.window = window;
         run_case(&cfg, &c, false)?;
     }
@@ -1025,7 +1056,7 @@ fn filler(i: u32) -> Vec<u8> {
 const FILLERS: u32 = 150_000;
 
 proptest! {
-    #![proptest_config(config(8, 2))]
+    #![proptest_config(config(CASES_CHAINS.0, CASES_CHAINS.1))]
 
     /// 150k filler keys (5 per bucket on average, 2 inline slots each, so many buckets chain)
     /// plus the small key space; a quarter of the operations address any key, fillers included,
@@ -1044,6 +1075,11 @@ proptest! {
             h.run(b, &keys)?;
         }
     }
+
+}
+
+proptest! {
+    #![proptest_config(config(CASES_BULK.0, CASES_BULK.1))]
 
     /// About 100k distinct 4-byte keys inserted in bulk (with values that are inline or not),
     /// random deletes and re-reads, then everything deleted: no chained bucket may remain.
@@ -1073,7 +1109,7 @@ proptest! {
         let mut batch = Vec::new();
         for i in 0..n {
             batch.push(op(i, Act::Put(value(&mut x))));
-            if splitmix(&mut x) % 8 == 0 {
+            if splitmix(&mut x).is_multiple_of(8) {
                 batch.push(op(splitmix(&mut x) as u32 % (i + 1), Act::Get));
             }
             if batch.len() >= 600 || i == n - 1 {
@@ -1123,10 +1159,9 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // (d) Out of memory: 4 MiB, half of it slab, values up to 20000 bytes in records.
 
+/// 4 MiB at ratio 0.5, all records, value_len_max 64 KiB (from `engine_config`).
 fn oom_config() -> EngineConfig {
-    let mut cfg = engine_config(4, 0.5, 0);
-    cfg.value_len_max = 64 << 10;
-    cfg
+    engine_config(4, 0.5, 0)
 }
 
 /// Puts that do not fit return OutOfMemory and change nothing; every other result still
@@ -1138,31 +1173,51 @@ fn oom_config() -> EngineConfig {
 #[test]
 fn model_out_of_memory() {
     let ooms = AtomicU64::new(0);
-    let strategy = (case(Profile { hot_keys: 16..=96, big_values: true, any_key_eighths: 1 }), 95u32..=126);
-    let result = TestRunner::new(config(48, 8)).run(&strategy, |(c, fillers)| {
-        let mut h = Harness::new(&oom_config(), true);
-        h.cross = false;
-        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..fillers).map(|i| (filler(i), pattern(10_000, u64::from(i), 0))).collect();
-        h.preload(&fill);
-        let mut all = c.keys.clone();
-        all.extend(fill.into_iter().map(|(k, _)| k));
-        let keys = Keys { hot: c.keys.len(), all };
-        for b in &c.batches {
-            h.run(b, &keys)?;
-        }
-        ooms.fetch_add(h.ooms[0] + h.ooms[1], Ordering::Relaxed);
-        Ok(())
-    });
+    let strategy = (
+        case(Profile {
+            hot_keys: 16..=96,
+            big_values: true,
+            any_key_eighths: 1,
+        }),
+        95u32..=126,
+    );
+    let result =
+        TestRunner::new(config(CASES_OOM.0, CASES_OOM.1)).run(&strategy, |(c, fillers)| {
+            let mut h = Harness::new(&oom_config(), true);
+            h.cross = false;
+            let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..fillers)
+                .map(|i| (filler(i), pattern(10_000, u64::from(i), 0)))
+                .collect();
+            h.preload(&fill);
+            let mut all = c.keys.clone();
+            all.extend(fill.into_iter().map(|(k, _)| k));
+            let keys = Keys {
+                hot: c.keys.len(),
+                all,
+            };
+            for b in &c.batches {
+                h.run(b, &keys)?;
+            }
+            ooms.fetch_add(h.ooms[0] + h.ooms[1], Ordering::Relaxed);
+            Ok(())
+        });
     if let Err(e) = result {
         panic!("{e}");
     }
-    assert!(ooms.load(Ordering::Relaxed) > 0, "no operation ran out of memory: the test does not test what it says");
+    assert!(
+        ooms.load(Ordering::Relaxed) > 0,
+        "no operation ran out of memory: the test does not test what it says"
+    );
 }
 
 /// Fills the 2 MiB slab region of `oom_config` with `n` records of 10000 bytes (16 KiB slabs
 /// each: 128 fill it).
 fn full_engine(mode: ExecMode, n: u32) -> Engine {
-    let mut e = Engine::new(EngineConfig { mode, ..oom_config() }).unwrap();
+    let mut e = Engine::new(EngineConfig {
+        mode,
+        ..oom_config()
+    })
+    .unwrap();
     for i in 0..n {
         e.put(&filler(i), &[1u8; 10_000]).unwrap();
     }
@@ -1183,10 +1238,20 @@ fn group_write_back_out_of_memory_replays_each_op() {
     for mode in MODES {
         let mut e = full_engine(mode, 127);
         e.put(b"k", b"old").unwrap();
-        let ops = [Op::get(b"k"), Op::put(b"k", &big), Op::get(b"k"), Op::put_xx(b"k", &big), Op::get(b"k")];
+        let ops = [
+            Op::get(b"k"),
+            Op::put(b"k", &big),
+            Op::get(b"k"),
+            Op::put_xx(b"k", &big),
+            Op::get(b"k"),
+        ];
         let oom = (Status::Error(OpError::OutOfMemory), vec![]);
         let old = (Status::Ok, b"old".to_vec());
-        assert_eq!(results(&mut e, &ops), vec![old.clone(), oom.clone(), old.clone(), oom, old], "{mode:?}");
+        assert_eq!(
+            results(&mut e, &ops),
+            vec![old.clone(), oom.clone(), old.clone(), oom, old],
+            "{mode:?}"
+        );
         e.check_invariants();
     }
 }

@@ -236,6 +236,46 @@ impl Bucket {
         }
     }
 
+    /// Finds the inline entry whose key is `key`: (slot, value length). The hot path of GET.
+    #[inline(always)]
+    pub fn find_inline(&self, key: &[u8]) -> Option<(usize, usize)> {
+        let klen = key.len();
+        debug_assert!(klen >= 1 && klen <= INLINE_BYTES_MAX);
+        let codes = self.codes();
+        let mut starts = lanes_equal(codes, code::INLINE_START);
+        if starts == 0 {
+            return None;
+        }
+        let bitmap = self.bitmap();
+        let want = 1u64 << (klen - 1);
+        let mask = (want << 1).wrapping_sub(1);
+        while starts != 0 {
+            let s = starts.trailing_zeros() as usize / 3;
+            starts &= starts - 1;
+            let o = s * SLOT_BYTES;
+            // The first marked byte at or after the slot start is the key's last byte.
+            if (bitmap >> o) & mask == want && crate::index::key_eq(&self.bytes[o..o + klen], key) {
+                // The value ends at the next marked byte inside the entry's span, if any.
+                let not_cont = !lanes_equal(codes, code::INLINE_CONT) & LANE_LOW;
+                let after = not_cont >> (3 * (s + 1));
+                let span_end = if after == 0 {
+                    INLINE_BYTES_MAX
+                } else {
+                    (s + 1 + after.trailing_zeros() as usize / 3) * SLOT_BYTES
+                };
+                let rest = bitmap >> (o + klen);
+                let next = o + klen + rest.trailing_zeros() as usize;
+                let vlen = if rest != 0 && next < span_end {
+                    next - (o + klen) + 1
+                } else {
+                    0
+                };
+                return Some((s, vlen));
+            }
+        }
+        None
+    }
+
     pub fn inline_key(&self, e: &InlineEntry) -> &[u8] {
         let o = e.slot * SLOT_BYTES;
         &self.bytes[o..o + e.klen]

@@ -108,6 +108,19 @@ impl Access {
         true
     }
 
+    /// A bucket read by a lookup, which always comes first in an operation and never reads a
+    /// bucket twice, so no de-duplication is needed.
+    #[inline(always)]
+    pub fn read_bucket(&mut self, off: usize) {
+        let k = self.n_reads as usize;
+        if k < self.seen_reads.len() {
+            self.seen_reads[k] = off;
+            self.n_reads += 1;
+        }
+        self.reads += 1;
+        self.line_reads += 1;
+    }
+
     #[inline(always)]
     pub fn read(&mut self, off: usize, len: usize) {
         if Self::note(&mut self.seen_reads, &mut self.n_reads, off) {
@@ -229,33 +242,57 @@ impl Table {
         self.arena.prefetch(self.main_bucket(h));
     }
 
-    /// Prefetches records in the main bucket whose secondary hash matches (pipeline stage 2).
+    /// Pipeline stage 2, once the main bucket has arrived: prefetches the next bucket of its
+    /// chain, and (when the table has records) the records whose secondary hash matches.
     #[inline]
-    pub fn prefetch_records(&self, h: u64) {
+    pub fn prefetch_second(&self, h: u64, records: bool) {
         let b = self.bucket(self.main_bucket(h));
+        if let Some(p) = b.chain() {
+            self.arena.prefetch(p as usize * SLAB_UNIT_BYTES);
+        }
+        if !records {
+            return;
+        }
         let sec = secondary_hash(h);
         let codes = b.codes();
-        for s in 0..b.used_slots() {
-            if code::is_pointer(((codes >> (3 * s)) & 7) as u8) {
-                let (sh, ptr) = b.pointer(s);
-                if sh == sec {
-                    self.arena.prefetch(ptr as usize * SLAB_UNIT_BYTES);
-                }
+        let high = (codes >> 2) & 0b001_001_001_001_001_001_001_001_001_001;
+        let mut ptrs = high | bucket::lanes_equal(codes, code::PTR_SMALL_FIRST);
+        while ptrs != 0 {
+            let s = ptrs.trailing_zeros() as usize / 3;
+            ptrs &= ptrs - 1;
+            let (sh, ptr) = b.pointer(s);
+            if sh == sec {
+                self.arena.prefetch(ptr as usize * SLAB_UNIT_BYTES);
             }
         }
     }
 
-    /// Finds `key` (whose hash is `h`).
+    /// Finds `key` (whose hash is `h`). Always the first access of an operation.
     #[inline]
     pub fn lookup(&self, key: &[u8], h: u64, acc: &mut Access) -> Option<Loc> {
         let sec = secondary_hash(h);
         let mut off = self.main_bucket(h);
         let mut prev = NO_BUCKET;
-        let mut hops = 0u64;
+        let mut hops = 0usize;
+        let may_inline = key.len() < self.inline_threshold;
         loop {
-            acc.read(off, LINE_BYTES);
+            acc.read_bucket(off);
             let b = self.bucket(off);
-            if let Some(found) = self.search_bucket(b, off, prev, key, sec, acc) {
+            if may_inline {
+                if let Some((slot, vlen)) = b.find_inline(key) {
+                    let kind = LocKind::Inline {
+                        klen: key.len(),
+                        vlen,
+                    };
+                    return Some(Loc {
+                        bucket: off,
+                        prev,
+                        slot,
+                        kind,
+                    });
+                }
+            }
+            if let Some(found) = self.search_pointers(b, off, prev, key, sec, acc) {
                 return Some(found);
             }
             match b.chain() {
@@ -263,10 +300,7 @@ impl Table {
                     prev = off;
                     off = p as usize * SLAB_UNIT_BYTES;
                     hops += 1;
-                    assert!(
-                        hops <= self.arena.len() as u64 / LINE_BYTES as u64,
-                        "chain cycle"
-                    );
+                    assert!(hops <= self.arena.len() / LINE_BYTES, "chain cycle");
                 }
                 None => return None,
             }
@@ -274,7 +308,7 @@ impl Table {
     }
 
     #[inline(always)]
-    fn search_bucket(
+    fn search_pointers(
         &self,
         b: &Bucket,
         off: usize,
@@ -284,33 +318,7 @@ impl Table {
         acc: &mut Access,
     ) -> Option<Loc> {
         let codes = b.codes();
-        let klen = key.len();
-        if klen <= INLINE_BYTES_MAX {
-            // Inline candidates: entry starts whose first marked byte is exactly klen bytes in.
-            let bitmap = b.bitmap();
-            let want = 1u64 << (klen - 1);
-            let mask = (want << 1).wrapping_sub(1);
-            let mut starts = bucket::lanes_equal(codes, code::INLINE_START);
-            while starts != 0 {
-                let s = starts.trailing_zeros() as usize / 3;
-                starts &= starts - 1;
-                let o = s * bucket::SLOT_BYTES;
-                if (bitmap >> o) & mask == want && key_eq(&b.bytes[o..o + klen], key) {
-                    let e = b.inline_entry(s);
-                    let kind = LocKind::Inline {
-                        klen: e.klen,
-                        vlen: e.vlen,
-                    };
-                    return Some(Loc {
-                        bucket: off,
-                        prev,
-                        slot: s,
-                        kind,
-                    });
-                }
-            }
-        }
-        // Pointer slots (codes 3..=7: the lane's top bit set, or code 3 exactly).
+        // Pointer codes are 3..=7: the lane's top bit set, or exactly 3.
         let high = (codes >> 2) & 0b001_001_001_001_001_001_001_001_001_001;
         let mut ptrs = high | bucket::lanes_equal(codes, code::PTR_SMALL_FIRST);
         while ptrs != 0 {

@@ -1,0 +1,296 @@
+//! The reference model of the `engine_model` target: SPEC section 1 applied one operation at a
+//! time to a `HashMap`, written without the engine's code.
+//!
+//! It covers unsigned element types, update functions add/sub/xor/max/swap, reduce sum/count and
+//! filter eq/gt; any other valid function id panics here, so the target never generates one.
+//! Errors (limits, unknown function, wrong kind, widths, length mismatch) are predicted in the
+//! engine's documented order. `crates/engine/tests/model.rs` holds the same model with more
+//! commentary.
+
+use std::collections::HashMap;
+
+use directkv_engine::ops::{
+    FN_ADD, FN_COUNT, FN_EQ, FN_GT, FN_MAX, FN_SUB, FN_SUM, FN_SWAP, FN_XOR,
+};
+use directkv_engine::{ElemType, Op, OpError, OpKind, Status};
+
+pub type Store = HashMap<Vec<u8>, Vec<u8>>;
+
+/// An operation that owns its bytes.
+#[derive(Clone, Debug)]
+pub struct OwnedOp {
+    pub kind: OpKind,
+    pub key: Vec<u8>,
+    pub arg: Vec<u8>,
+    pub arg2: Vec<u8>,
+    pub func: u16,
+    pub elem: ElemType,
+    pub no_return: bool,
+}
+
+impl OwnedOp {
+    pub fn new(kind: OpKind, key: Vec<u8>) -> OwnedOp {
+        OwnedOp {
+            kind,
+            key,
+            arg: vec![],
+            arg2: vec![],
+            func: 0,
+            elem: ElemType::U8,
+            no_return: false,
+        }
+    }
+
+    pub fn as_op(&self) -> Op<'_> {
+        Op {
+            kind: self.kind,
+            key: &self.key,
+            arg: &self.arg,
+            arg2: &self.arg2,
+            func: self.func,
+            elem: self.elem,
+            no_return: self.no_return,
+        }
+    }
+}
+
+/// What an operation does to the stored value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Eff {
+    Keep,
+    Set(Vec<u8>),
+    Delete,
+}
+
+pub struct Outcome {
+    pub status: Status,
+    pub reply: Vec<u8>,
+    pub eff: Eff,
+}
+
+type Applied = Result<(Status, Vec<u8>, Eff), OpError>;
+
+/// The outcome of `op` on a key whose value is `cur` (None = missing).
+pub fn apply(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Outcome {
+    match apply_inner(cur, op, value_len_max) {
+        Ok((status, mut reply, eff)) => {
+            if op.no_return {
+                reply.clear();
+            }
+            Outcome { status, reply, eff }
+        }
+        Err(e) => Outcome {
+            status: Status::Error(e),
+            reply: vec![],
+            eff: Eff::Keep,
+        },
+    }
+}
+
+fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Applied {
+    if op.key.is_empty() {
+        return Err(OpError::KeyEmpty);
+    }
+    let value_len = match op.kind {
+        OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
+        OpKind::Cas => op.arg2.len(),
+        _ => 0,
+    };
+    if value_len > value_len_max {
+        return Err(OpError::ValueTooLarge {
+            len: value_len,
+            max: value_len_max,
+        });
+    }
+    let set = || Eff::Set(op.arg.clone());
+    Ok(match (op.kind, cur) {
+        (OpKind::Get, Some(v)) => (Status::Ok, v.to_vec(), Eff::Keep),
+        (OpKind::Put, _) | (OpKind::PutNx, None) | (OpKind::PutXx, Some(_)) => {
+            (Status::Ok, vec![], set())
+        }
+        (OpKind::PutNx | OpKind::PutXx, _) => (Status::NotStored, vec![], Eff::Keep),
+        (OpKind::Delete, Some(_)) => (Status::Ok, vec![], Eff::Delete),
+        (OpKind::Cas, _) => {
+            let current = cur.unwrap_or(&[]).to_vec();
+            if cur.map_or(op.arg.is_empty(), |v| v == op.arg) {
+                (Status::Ok, current, Eff::Set(op.arg2.clone()))
+            } else {
+                (Status::CasMismatch, current, Eff::Keep)
+            }
+        }
+        (OpKind::UpdateS2S, _) => {
+            resolve(op.func, Kind::Update)?;
+            let w = width(op.elem);
+            scalar(op.arg.len(), w)?;
+            let c = cur.map_or_else(|| vec![0; w], <[u8]>::to_vec);
+            scalar(c.len(), w)?;
+            let new = map(op.func, w, &c, &op.arg);
+            (Status::Ok, c, Eff::Set(new))
+        }
+        (_, None) => (Status::NotFound, vec![], Eff::Keep),
+        (_, Some(c)) => vector(c, op)?,
+    })
+}
+
+fn vector(c: &[u8], op: &OwnedOp) -> Applied {
+    let w = width(op.elem);
+    let want = match op.kind {
+        OpKind::Reduce => Kind::Reduce,
+        OpKind::Filter => Kind::Filter,
+        _ => Kind::Update,
+    };
+    resolve(op.func, want)?;
+    elems(c.len(), w)?;
+    Ok(match op.kind {
+        OpKind::UpdateS2V => {
+            scalar(op.arg.len(), w)?;
+            (
+                Status::Ok,
+                c.to_vec(),
+                Eff::Set(map(op.func, w, c, &op.arg)),
+            )
+        }
+        OpKind::UpdateV2V => {
+            elems(op.arg.len(), w)?;
+            if op.arg.len() != c.len() {
+                return Err(OpError::LengthMismatch {
+                    operand: op.arg.len(),
+                    value: c.len(),
+                });
+            }
+            (
+                Status::Ok,
+                c.to_vec(),
+                Eff::Set(map(op.func, w, c, &op.arg)),
+            )
+        }
+        OpKind::Reduce if op.func == FN_COUNT => {
+            scalar(op.arg.len(), 8)?;
+            let n = load(&op.arg).wrapping_add((c.len() / w) as u64);
+            (Status::Ok, n.to_le_bytes().to_vec(), Eff::Keep)
+        }
+        OpKind::Reduce => {
+            assert_eq!(
+                op.func, FN_SUM,
+                "the model has no reduce function {}",
+                op.func
+            );
+            scalar(op.arg.len(), w)?;
+            let sum = c
+                .chunks_exact(w)
+                .fold(load(&op.arg), |acc, e| acc.wrapping_add(load(e)) & mask(w));
+            (Status::Ok, sum.to_le_bytes()[..w].to_vec(), Eff::Keep)
+        }
+        OpKind::Filter => {
+            scalar(op.arg.len(), w)?;
+            let p = load(&op.arg);
+            let keep = |e: u64| match op.func {
+                FN_EQ => e == p,
+                FN_GT => e > p,
+                f => panic!("the model has no filter function {f}"),
+            };
+            let kept = c
+                .chunks_exact(w)
+                .filter(|e| keep(load(e)))
+                .flatten()
+                .copied()
+                .collect();
+            (Status::Ok, kept, Eff::Keep)
+        }
+        k => unreachable!("{k:?} is not a vector operation"),
+    })
+}
+
+#[derive(PartialEq)]
+enum Kind {
+    Update,
+    Reduce,
+    Filter,
+}
+
+fn resolve(func: u16, want: Kind) -> Result<(), OpError> {
+    let kind = match func {
+        0..=12 => Kind::Update,
+        32..=36 => Kind::Reduce,
+        64..=70 => Kind::Filter,
+        _ => return Err(OpError::UnknownFunction(func)),
+    };
+    if kind != want {
+        return Err(OpError::WrongFunctionKind(func));
+    }
+    Ok(())
+}
+
+fn width(e: ElemType) -> usize {
+    match e {
+        ElemType::U8 => 1,
+        ElemType::U16 => 2,
+        ElemType::U32 => 4,
+        ElemType::U64 => 8,
+        other => panic!("the model covers unsigned element types only, not {other:?}"),
+    }
+}
+
+fn elems(len: usize, width: usize) -> Result<(), OpError> {
+    if !len.is_multiple_of(width) {
+        return Err(OpError::WrongWidth { len, width });
+    }
+    Ok(())
+}
+
+fn scalar(len: usize, width: usize) -> Result<(), OpError> {
+    if len != width {
+        return Err(OpError::WrongWidth { len, width });
+    }
+    Ok(())
+}
+
+fn load(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(a)
+}
+
+fn mask(w: usize) -> u64 {
+    if w == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * w)) - 1
+    }
+}
+
+/// Element-wise update; `deltas` is one element (broadcast) or one per element.
+fn map(func: u16, w: usize, cur: &[u8], deltas: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cur.len());
+    for (i, c) in cur.chunks_exact(w).enumerate() {
+        let d = load(if deltas.len() == w {
+            deltas
+        } else {
+            &deltas[i * w..(i + 1) * w]
+        });
+        let a = load(c);
+        let r = match func {
+            FN_ADD => a.wrapping_add(d),
+            FN_SUB => a.wrapping_sub(d),
+            FN_XOR => a ^ d,
+            FN_MAX => a.max(d),
+            FN_SWAP => d,
+            f => panic!("the model has no update function {f}"),
+        };
+        out.extend_from_slice(&(r & mask(w)).to_le_bytes()[..w]);
+    }
+    out
+}
+
+/// Applies an effect to the store.
+pub fn store(m: &mut Store, key: &[u8], eff: Eff) {
+    match eff {
+        Eff::Keep => {}
+        Eff::Set(v) => {
+            m.insert(key.to_vec(), v);
+        }
+        Eff::Delete => {
+            m.remove(key);
+        }
+    }
+}
