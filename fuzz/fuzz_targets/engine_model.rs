@@ -2,7 +2,8 @@
 //! model each (see `model.rs`).
 //!
 //! ```text
-//!   fuzz input --arbitrary--> Input { config choice, batches of FOp }
+//!   fuzz input --arbitrary--> Input { config choice, FOps to the end of the input }
+//!        split into batches where an FOp's `batch_end` byte is 0 (about 256 ops per batch)
 //!        FOp (key index, action) --materialize against the model--> OwnedOp --> Op
 //!        each batch: Engine(Forward).execute, Engine(Stall).execute, model op by op
 //!        assert: per-op status and data equal the model's; check_invariants; contents equal
@@ -20,7 +21,7 @@ mod model;
 
 use std::collections::HashMap;
 
-use arbitrary::Arbitrary;
+use arbitrary::{Arbitrary, Unstructured};
 use directkv_engine::ops::{
     FN_ADD, FN_COUNT, FN_EQ, FN_GT, FN_MAX, FN_SUB, FN_SUM, FN_SWAP, FN_XOR,
 };
@@ -32,32 +33,74 @@ use model::{Eff, OwnedOp, Store};
 
 const MEMORY_BYTES: usize = 4 << 20;
 const VALUE_LEN_MAX: usize = 64 << 10;
-const VALUE_LEN_FUZZ_MAX: usize = 20_000;
-const BATCHES_MAX: usize = 8;
-const BATCH_OPS_MAX: usize = 700;
+/// Bound on the operations of one input (the input length bounds it, too).
+const OPS_MAX: usize = 2000;
+/// Records that take 1.5 MiB of the 2 MiB slab region before the operations run (a 64 KiB slab
+/// each), so out of memory needs only a few dozen values. Operations never address them.
+const FILLERS: u8 = 24;
+const FILLER_LEN: usize = 60_000;
 
-#[derive(Arbitrary, Debug)]
+#[derive(Debug)]
 struct Input {
     /// 0: all records, 1: inline threshold 20, else 51.
     threshold: u8,
     /// Small windows cut same-key groups at window edges.
     small_window: bool,
-    batches: Vec<Vec<FOp>>,
+    /// As many operations as the input holds, up to `OPS_MAX`.
+    ops: Vec<FOp>,
+}
+
+impl Input {
+    /// Decodes operations until the input ends. (`Vec`'s own `Arbitrary` reads a continuation
+    /// flag before each element, so random inputs would decode to a handful of operations.)
+    fn decode(data: &[u8]) -> arbitrary::Result<Input> {
+        let mut u = Unstructured::new(data);
+        let threshold = u.arbitrary()?;
+        let small_window = u.arbitrary()?;
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < OPS_MAX {
+            ops.push(u.arbitrary()?);
+        }
+        Ok(Input {
+            threshold,
+            small_window,
+            ops,
+        })
+    }
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 struct FOp {
+    /// Below 128: one of 16 hot keys, so batches have same-key runs; else one of 128 more.
     key: u8,
     act: Act,
     no_return: bool,
+    /// 0 ends the batch after this operation.
+    batch_end: u8,
+    /// 240 and above: the operation repeats 4 * (repeat - 239) times, for long same-key runs
+    /// from few input bytes.
+    repeat: u8,
+}
+
+impl FOp {
+    fn times(&self) -> usize {
+        if self.repeat >= 240 {
+            4 * (self.repeat as usize - 239)
+        } else {
+            1
+        }
+    }
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Val {
     /// Short values with chosen bytes (counters, vectors, cas operands).
     Word(u64, u8),
-    /// `len % 20001` bytes of `byte`.
+    /// `len % 16385` bytes of `byte`.
     Fill(u16, u8),
+    /// 8 KiB + 32 * n bytes of `n`: a 16 KiB slab each; about 32 of them fill what the fillers
+    /// leave.
+    Large(u8),
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -81,21 +124,31 @@ enum Act {
     /// A function id that is unknown or of the wrong kind, on an operation kind.
     BadFunc(u8, u8),
     EmptyKey,
+    /// A put of one byte more than `value_len_max`.
+    TooLarge,
 }
 
 impl Val {
     fn bytes(self) -> Vec<u8> {
         match self {
             Val::Word(x, len) => x.to_le_bytes()[..(len % 9) as usize].to_vec(),
-            Val::Fill(len, b) => vec![b; len as usize % (VALUE_LEN_FUZZ_MAX + 1)],
+            Val::Fill(len, b) => vec![b; len as usize % ((16 << 10) + 1)],
+            Val::Large(n) => vec![n; (8 << 10) + 32 * n as usize],
         }
     }
 }
 
-/// Key `i`: its first byte is `i`, so keys are distinct; lengths 1..=40.
+/// Key of byte `i` (hot keys for `i < 128`): its first byte is its index, so keys are distinct;
+/// lengths 1..=40.
 fn key(i: u8) -> Vec<u8> {
+    let i = if i < 128 { i % 16 } else { i };
     let len = 1 + (i as usize * 7) % 40;
     (0..len).map(|j| i.wrapping_add(j as u8)).collect()
+}
+
+/// Filler key `i`: `key` never starts with 0xff followed by 0xfe.
+fn filler(i: u8) -> Vec<u8> {
+    vec![0xff, 0xfe, i]
 }
 
 fn elem(choice: u8) -> ElemType {
@@ -209,6 +262,10 @@ fn materialize(f: &FOp, cur: Option<&[u8]>) -> OwnedOp {
             arg: b"v".to_vec(),
             ..OwnedOp::new(OpKind::Put, vec![])
         },
+        Act::TooLarge => OwnedOp {
+            arg: vec![0; VALUE_LEN_MAX + 1],
+            ..OwnedOp::new(OpKind::Put, k.clone())
+        },
     };
     op.no_return = f.no_return;
     op
@@ -268,23 +325,28 @@ fn check(side: &mut Side, ops: &[OwnedOp]) {
 }
 
 /// Checks `side`'s invariants and that it holds exactly its model's key-values. Scanning the
-/// 32768-bucket index dominates an execution, so this runs once, after the last batch.
-fn check_contents(side: &Side) {
+/// 32768-bucket index dominates an execution, so this runs once, after the last batch, and reads
+/// the contents with a get of each of the 256 possible keys rather than a second scan: with the
+/// key count equal to the model's, no other key can be stored.
+fn check_contents(side: &mut Side) {
     side.engine.check_invariants();
-    let mut n = 0;
-    side.engine.for_each(|k, v| {
-        n += 1;
+    let keys: Vec<Vec<u8>> = (0..=u8::MAX)
+        .map(key)
+        .chain((0..FILLERS).map(filler))
+        .collect();
+    let gets: Vec<Op> = keys.iter().map(|k| Op::get(k)).collect();
+    side.engine.execute(&gets, &mut side.out);
+    for (i, k) in keys.iter().enumerate() {
+        let stored = (side.out.status(i) == Status::Ok).then(|| side.out.data(i));
         assert!(
-            side.model.get(k).map(Vec::as_slice) == Some(v),
+            stored == side.model.get(k).map(Vec::as_slice),
             "contents differ at key {k:?}"
         );
-    });
-    assert_eq!(
-        n,
-        side.model.len(),
-        "engine holds {n} keys, model {}",
-        side.model.len()
-    );
+    }
+    let counts = side.engine.counts();
+    let kv_bytes: usize = side.model.iter().map(|(k, v)| k.len() + v.len()).sum();
+    assert_eq!(counts.keys, side.model.len() as u64);
+    assert_eq!(counts.kv_bytes, kv_bytes as u64);
 }
 
 fn run(input: Input) {
@@ -297,8 +359,22 @@ fn run(input: Input) {
             ooms: 0,
         })
         .collect();
-    for batch in input.batches.iter().take(BATCHES_MAX) {
-        let batch = &batch[..batch.len().min(BATCH_OPS_MAX)];
+    let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS)
+        .map(|i| (filler(i), vec![i; FILLER_LEN]))
+        .collect();
+    let puts: Vec<Op> = fill.iter().map(|(k, v)| Op::put(k, v)).collect();
+    for side in &mut sides {
+        side.engine.execute(&puts, &mut side.out);
+        assert!(side.out.iter().all(|(s, _)| s == Status::Ok), "fillers fit");
+        side.model.extend(fill.iter().cloned());
+    }
+    let ops: Vec<FOp> = input
+        .ops
+        .iter()
+        .flat_map(|f| std::iter::repeat_n(*f, f.times()))
+        .take(OPS_MAX)
+        .collect();
+    for batch in ops.split_inclusive(|f| f.batch_end == 0) {
         // Materialize against Forward's model, as each op will see it.
         let mut overlay: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
         let mut owned = Vec::with_capacity(batch.len());
@@ -332,7 +408,11 @@ fn run(input: Input) {
             }
         }
     }
-    sides.iter().for_each(check_contents);
+    sides.iter_mut().for_each(check_contents);
 }
 
-fuzz_target!(|input: Input| run(input));
+fuzz_target!(|data: &[u8]| {
+    if let Ok(input) = Input::decode(data) {
+        run(input);
+    }
+});

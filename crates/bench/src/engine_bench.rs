@@ -115,6 +115,10 @@ pub struct EngineBenchReport {
     pub hash_index_ratio: f64,
     pub inline_threshold: usize,
     pub chained_buckets: u64,
+    /// Main buckets by number of chained buckets behind them (index = chain length).
+    pub chain_histogram: Vec<u64>,
+    pub stalls: u64,
+    pub slab_free_bytes: u64,
     pub load_seconds: f64,
     pub load_ops_per_sec: f64,
 }
@@ -388,6 +392,9 @@ pub fn run(a: &EngineBenchArgs) -> Result<EngineBenchReport, String> {
         hash_index_ratio: r.hash_index_ratio,
         inline_threshold: r.inline_threshold,
         chained_buckets: r.counts.chained_buckets,
+        chain_histogram: e.chain_histogram(),
+        stalls: r.stats.stalls,
+        slab_free_bytes: r.slab_free_bytes,
         load_seconds,
         load_ops_per_sec: keys as f64 / load_seconds,
     })

@@ -21,6 +21,8 @@ pub const EXPECTED_KV_BYTES_DEFAULT: usize = 32;
 pub const TARGET_UTILIZATION_DEFAULT: f64 = 0.5;
 /// Slab demand is planned to use at most this share of the slab region (fragmentation margin).
 const SLAB_PLAN_SHARE: f64 = 0.95;
+/// When planning for capacity, accept this share of the best capacity for a larger index.
+const CAPACITY_SHARE: f64 = 0.985;
 
 /// How operations on the same key inside a window are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,20 +196,26 @@ pub fn tune(memory: usize, kv_bytes: usize, target_utilization: f64) -> Tuning {
             feasible: true,
         };
     }
-    // The target does not fit: plan for the largest capacity instead.
-    let mut best = (0.0, 0.5, false);
+    // The target does not fit: plan for capacity. Capacity keeps creeping up as the index
+    // shrinks (chains fill more evenly) while lookups get much longer, so take the largest
+    // index whose capacity is within CAPACITY_SHARE of the best.
+    let mut curve = Vec::new();
     for inline in [true, false] {
         if inline && !can_inline {
             continue;
         }
         for step in 1..100 {
             let r = step as f64 / 100.0;
-            let u = capacity_utilization(memory, kv_bytes, r, inline);
-            if u > best.0 {
-                best = (u, r, inline);
-            }
+            curve.push((capacity_utilization(memory, kv_bytes, r, inline), r, inline));
         }
     }
+    let top = curve.iter().map(|c| c.0).fold(0.0, f64::max);
+    let best = curve
+        .iter()
+        .filter(|c| c.0 >= CAPACITY_SHARE * top)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .copied()
+        .unwrap_or((0.0, 0.5, false));
     Tuning {
         hash_index_ratio: best.1,
         inline_threshold: threshold_for(best.2),

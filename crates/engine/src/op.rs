@@ -264,6 +264,25 @@ impl Results {
         &mut self.data
     }
 
+    /// Appends reply bytes; values of up to 16 bytes are copied without a library call.
+    #[inline(always)]
+    pub(crate) fn push_data(&mut self, v: &[u8]) {
+        let n = v.len();
+        if n <= 16 && self.data.capacity() - self.data.len() >= 16 {
+            let len = self.data.len();
+            let mut tmp = [0u8; 16];
+            tmp[..n].copy_from_slice(v);
+            // SAFETY: capacity checked above: 16 bytes are writable past len; only n of them
+            // become part of the vector.
+            unsafe {
+                std::ptr::copy_nonoverlapping(tmp.as_ptr(), self.data.as_mut_ptr().add(len), 16);
+                self.data.set_len(len + n);
+            }
+        } else {
+            self.data.extend_from_slice(v);
+        }
+    }
+
     #[inline]
     pub(crate) fn mark(&self) -> usize {
         self.data.len()

@@ -83,6 +83,8 @@ pub(crate) struct Station {
     window: usize,
     ring: Box<[Slot; WINDOW_MAX]>,
     rs_head: Box<[u32; RS_SLOTS]>,
+    /// Reservation-station slots in use in this window, cleared when it retires.
+    rs_used: Vec<u16>,
 }
 
 impl Station {
@@ -95,28 +97,16 @@ impl Station {
             window,
             ring: Box::new([FREE_SLOT; WINDOW_MAX]),
             rs_head: Box::new([NONE; RS_SLOTS]),
+            rs_used: Vec::with_capacity(WINDOW_MAX),
         }
     }
 
-    /// Unlinks leader `p` from its reservation-station slot.
-    fn remove_leader(&mut self, p: usize) {
-        let slot = rs_slot(self.ring[(p) & RING_MASK].hash);
-        let mut cur = self.rs_head[slot];
-        let mut prev = NONE;
-        while cur != NONE && cur as usize != p {
-            prev = cur;
-            cur = self.ring[(cur as usize) & RING_MASK].rs_next;
+    /// Empties the reservation station once every operation of the window has retired.
+    fn clear(&mut self) {
+        for &slot in &self.rs_used {
+            self.rs_head[slot as usize] = NONE;
         }
-        assert!(
-            cur != NONE,
-            "leader {p} missing from reservation station slot {slot}"
-        );
-        let next = self.ring[(p) & RING_MASK].rs_next;
-        if prev == NONE {
-            self.rs_head[slot] = next;
-        } else {
-            self.ring[(prev as usize) & RING_MASK].rs_next = next;
-        }
+        self.rs_used.clear();
     }
 }
 
@@ -289,6 +279,7 @@ impl Pipeline<'_> {
             for p in 0..cut - base {
                 self.retire(ops, p, out);
             }
+            self.st.clear();
             base = cut;
         }
     }
@@ -358,6 +349,9 @@ impl Pipeline<'_> {
             }
             s.state = ST_LEADER;
             s.rs_next = self.st.rs_head[slot];
+            if s.rs_next == NONE {
+                self.st.rs_used.push(slot as u16);
+            }
             self.st.rs_head[slot] = p as u32;
         }
         end
@@ -370,7 +364,6 @@ impl Pipeline<'_> {
         if self.st.ring[p].state != ST_LEADER {
             return;
         }
-        self.st.remove_leader(p);
         let s = self.st.ring[p];
         if s.follow_next == NONE {
             self.run_single(ops, s.op as usize, s.hash, out);
@@ -390,7 +383,7 @@ impl Pipeline<'_> {
             let status = match &loc {
                 Some(l) => {
                     if !op.no_return {
-                        out.buf().extend_from_slice(self.table.value(l));
+                        out.push_data(self.table.value(l));
                     }
                     Status::Ok
                 }

@@ -221,3 +221,67 @@ fn same_key_runs_forward_and_keep_order() {
         }
     }
 }
+
+#[test]
+fn inline_threshold_boundary() {
+    // Key-values below the threshold are inline; at the threshold they go to the slab.
+    let mut e = engine(8, 0.5, 11);
+    e.put(b"abcdef", b"1234").unwrap(); // 10 bytes < 11: inline
+    assert_eq!(e.counts().inline_keys, 1);
+    e.put(b"abcdeg", b"12345").unwrap(); // 11 bytes: record
+    assert_eq!(e.counts().inline_keys, 1);
+    assert_eq!(e.counts().keys, 2);
+    // Growing across the threshold moves the key-value out of the bucket and back.
+    e.put(b"abcdef", b"12345").unwrap();
+    assert_eq!(e.counts().inline_keys, 0);
+    e.put(b"abcdef", b"1234").unwrap();
+    assert_eq!(e.counts().inline_keys, 1);
+    assert_eq!(e.get(b"abcdeg").unwrap().unwrap(), b"12345");
+    e.check_invariants();
+}
+
+#[test]
+fn secondary_hash_collisions_compare_full_keys() {
+    use directkv_engine::index::secondary_hash;
+    use directkv_engine::key_hash;
+    use std::collections::HashMap;
+    // Everything in records, tiny index: many keys share a bucket, some share the secondary hash.
+    let mut e = engine(16, 0.01, 0);
+    let keys: Vec<Vec<u8>> = (0..200_000u32).map(|i| format!("key-{i}").into_bytes()).collect();
+    let mut by_bucket_sec: HashMap<(u64, u16), u32> = HashMap::new();
+    let buckets = e.report().index_bytes as u64 / 64;
+    for k in &keys {
+        e.put(k, k).unwrap();
+        let h = key_hash(k);
+        *by_bucket_sec.entry((((h & 0xffff_ffff) * buckets) >> 32, secondary_hash(h))).or_default() += 1;
+    }
+    let collisions = by_bucket_sec.values().filter(|&&n| n > 1).count();
+    assert!(collisions > 100, "the test needs colliding keys, found {collisions}");
+    for k in &keys {
+        assert_eq!(e.get(k).unwrap().as_deref(), Some(&k[..]));
+    }
+    assert_eq!(e.get(b"key-200000").unwrap(), None);
+    e.check_invariants();
+}
+
+#[test]
+fn report_counts_accesses_chains_and_utilization() {
+    let mut e = engine(8, 0.5, 51);
+    for i in 0..1000u32 {
+        e.put(&i.to_le_bytes(), b"vv").unwrap();
+    }
+    e.reset_stats();
+    let keys: Vec<[u8; 4]> = (0..1000u32).map(|i| i.to_le_bytes()).collect();
+    let ops: Vec<Op> = keys.iter().map(|k| Op::get(k)).collect();
+    let mut out = Results::default();
+    e.execute(&ops, &mut out);
+    let r = e.report();
+    let g = r.stats.kind(OpKind::Get);
+    assert_eq!(g.ops, 1000);
+    // Few keys in a large index: one bucket line per GET.
+    assert_eq!(g.accesses(), 1000);
+    assert_eq!(r.counts.kv_bytes, 6000);
+    assert!((r.memory_utilization - 6000.0 / r.arena_bytes as f64).abs() < 1e-12);
+    let hist = e.chain_histogram();
+    assert_eq!(hist.iter().sum::<u64>(), r.index_bytes as u64 / 64);
+}
