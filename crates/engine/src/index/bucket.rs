@@ -35,7 +35,6 @@ pub const POINTER_BITS: u32 = 31;
 pub const POINTER_MAX: u32 = (1 << POINTER_BITS) - 1;
 
 const BITMAP_BITS: u32 = 50;
-const CODE_SHIFT: u32 = 50;
 const CHAIN_SHIFT: u32 = 80;
 const CHAIN_VALID_BIT: u32 = 111;
 const META_BYTES: usize = 64 - INLINE_BYTES_MAX;
@@ -184,10 +183,27 @@ impl Bucket {
         self.set_meta(m);
     }
 
+    /// Replaces the 50 bitmap bits (bytes 50..57), leaving the codes that share byte 56.
+    #[inline(always)]
+    fn set_bitmap(&mut self, bitmap: u64) {
+        debug_assert!(bitmap >> BITMAP_BITS == 0);
+        let mut w = u64::from_le_bytes(self.bytes[50..58].try_into().expect("8 bytes"));
+        w = (w & !((1 << BITMAP_BITS) - 1)) | bitmap;
+        self.bytes[50..58].copy_from_slice(&w.to_le_bytes());
+    }
+
+    /// Replaces the 30 code bits (byte 56 bit 2 to byte 60 bit 0).
+    #[inline(always)]
+    fn set_codes(&mut self, codes: u32) {
+        debug_assert!(codes >> 30 == 0);
+        let mut w = u64::from_le_bytes(self.bytes[56..64].try_into().expect("8 bytes"));
+        w = (w & !(((1u64 << 30) - 1) << 2)) | ((codes as u64) << 2);
+        self.bytes[56..64].copy_from_slice(&w.to_le_bytes());
+    }
+
     fn set_code(&mut self, slot: usize, c: u8) {
-        let shift = CODE_SHIFT + 3 * slot as u32;
-        let m = (self.meta() & !(7u128 << shift)) | ((c as u128) << shift);
-        self.set_meta(m);
+        let shift = 3 * slot as u32;
+        self.set_codes((self.codes() & !(7 << shift)) | ((c as u32) << shift));
     }
 
     /// (secondary hash, pointer) of a pointer slot.
@@ -319,21 +335,14 @@ impl Bucket {
         self.bytes[o..o + key.len()].copy_from_slice(key);
         self.bytes[o + key.len()..o + kv_len].copy_from_slice(value);
         self.bytes[o + kv_len..o + span].fill(0);
-        let mut m = self.meta();
-        let span_mask = ((1u128 << span) - 1) << o;
-        m &= !span_mask;
-        m |= 1u128 << (o + key.len() - 1);
-        m |= 1u128 << (o + kv_len - 1);
-        for s in slot..slot + n {
-            let shift = CODE_SHIFT + 3 * s as u32;
-            let c = if s == slot {
-                code::INLINE_START
-            } else {
-                code::INLINE_CONT
-            };
-            m = (m & !(7u128 << shift)) | ((c as u128) << shift);
-        }
-        self.set_meta(m);
+        let mut bitmap = self.bitmap() & !(((1u64 << span) - 1) << o);
+        bitmap |= 1u64 << (o + key.len() - 1);
+        bitmap |= 1u64 << (o + kv_len - 1);
+        self.set_bitmap(bitmap);
+        // INLINE_START in the first lane, INLINE_CONT in the other n - 1.
+        let lanes = (1u32 << (3 * n)) - 1;
+        let new = ((LANE_LOW * code::INLINE_CONT as u32) & lanes & !7) | code::INLINE_START as u32;
+        self.set_codes((self.codes() & !(lanes << (3 * slot))) | (new << (3 * slot)));
     }
 
     /// Appends a pointer slot. Returns its slot, or None if the bucket is full.
@@ -353,9 +362,7 @@ impl Bucket {
         let v = (secondary as u64) | ((ptr as u64) << SECONDARY_HASH_BITS);
         let o = slot * SLOT_BYTES;
         self.bytes[o..o + 5].copy_from_slice(&v.to_le_bytes()[..5]);
-        let mut m = self.meta();
-        m &= !(((1u128 << SLOT_BYTES) - 1) << o);
-        self.set_meta(m);
+        self.set_bitmap(self.bitmap() & !(((1u64 << SLOT_BYTES) - 1) << o));
         self.set_code(slot, slot_code);
     }
 
@@ -371,15 +378,13 @@ impl Bucket {
         );
         self.bytes.copy_within(hi..end, lo);
         self.bytes[end - (hi - lo)..end].fill(0);
-        let m = self.meta();
-        let bitmap = m & ((1u128 << BITMAP_BITS) - 1);
-        let low_bits = bitmap & ((1u128 << lo) - 1);
+        let bitmap = self.bitmap();
         let moved_bits = (bitmap >> hi) << lo;
-        let codes = (m >> CODE_SHIFT) & ((1u128 << 30) - 1);
-        let low_codes = codes & ((1u128 << (3 * slot)) - 1);
+        self.set_bitmap((bitmap & ((1u64 << lo) - 1)) | moved_bits);
+        let codes = self.codes();
+        let low_codes = codes & ((1u32 << (3 * slot)) - 1);
         let moved_codes = (codes >> (3 * (slot + n))) << (3 * slot);
-        let rest = m >> CHAIN_SHIFT << CHAIN_SHIFT;
-        self.set_meta(rest | low_bits | moved_bits | ((low_codes | moved_codes) << CODE_SHIFT));
+        self.set_codes(low_codes | moved_codes);
     }
 
     /// Starting slots of the entries, in order.
