@@ -9,7 +9,8 @@
 //!        assert: per-op status and data equal the model's; check_invariants; contents equal
 //! ```
 //!
-//! The arena is 4 MiB with 2 MiB of slab and values reach 20000 bytes, so out of memory is common.
+//! The arena is 4 MiB with 2 MiB of slab, fillers take 1.5 MiB of it and values reach 16 KiB, so
+//! out of memory is common.
 //! The model cannot predict it: when an engine reports OutOfMemory for an operation that would
 //! have written, that engine's model skips the operation. Forward and Stall can run out of memory
 //! at different operations (forwarding never stores a same-key group's intermediate values), so

@@ -79,18 +79,25 @@ impl Engine {
                 cfg.key_len_max
             )));
         }
-        let tuning = tune(
-            cfg.memory_bytes,
-            cfg.expected_kv_bytes,
-            cfg.target_utilization,
-        );
-        let ratio = cfg.hash_index_ratio.unwrap_or(tuning.hash_index_ratio);
+        let (ratio, threshold) = match (cfg.hash_index_ratio, cfg.inline_threshold) {
+            (Some(r), Some(t)) => (r, t),
+            (r, t) => {
+                let tuning = tune(
+                    cfg.memory_bytes,
+                    cfg.expected_kv_bytes,
+                    cfg.target_utilization,
+                );
+                (
+                    r.unwrap_or(tuning.hash_index_ratio),
+                    t.unwrap_or(tuning.inline_threshold),
+                )
+            }
+        };
         if !(ratio > 0.0 && ratio < 1.0) {
             return Err(EngineError::Config(format!(
                 "hash index ratio {ratio} not in (0, 1)"
             )));
         }
-        let threshold = cfg.inline_threshold.unwrap_or(tuning.inline_threshold);
         let mut arena = Arena::new(cfg.memory_bytes)?;
         let len = arena.len();
         let index_bytes = ((len as f64 * ratio) as usize / ARENA_ALIGN_BYTES * ARENA_ALIGN_BYTES)

@@ -15,6 +15,12 @@
 //! window's leaders with that slot. Unlike the FPGA, software can afford to compare full keys, so
 //! operations on different keys that share a slot are never falsely serialized.
 //!
+//! Forwarding stores only a group's net effect: a value put and then deleted (or replaced) by
+//! later operations on the same key in the same window is never written, so it cannot run out
+//! of memory, where stall mode, which stores every value, reports the error. Both outcomes are
+//! linearizable and leave the same store. A group whose final write-back runs out of memory is
+//! replayed operation by operation, so each gets the result it would have had alone.
+//!
 //! While stage 1 runs, up to `window` bucket fetches are in flight: this is how one core keeps
 //! many cache misses outstanding, the software form of the seed's 256 in-flight DMAs.
 

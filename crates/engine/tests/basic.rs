@@ -247,16 +247,23 @@ fn secondary_hash_collisions_compare_full_keys() {
     use std::collections::HashMap;
     // Everything in records, tiny index: many keys share a bucket, some share the secondary hash.
     let mut e = engine(16, 0.01, 0);
-    let keys: Vec<Vec<u8>> = (0..200_000u32).map(|i| format!("key-{i}").into_bytes()).collect();
+    let keys: Vec<Vec<u8>> = (0..200_000u32)
+        .map(|i| format!("key-{i}").into_bytes())
+        .collect();
     let mut by_bucket_sec: HashMap<(u64, u16), u32> = HashMap::new();
     let buckets = e.report().index_bytes as u64 / 64;
     for k in &keys {
         e.put(k, k).unwrap();
         let h = key_hash(k);
-        *by_bucket_sec.entry((((h & 0xffff_ffff) * buckets) >> 32, secondary_hash(h))).or_default() += 1;
+        *by_bucket_sec
+            .entry((((h & 0xffff_ffff) * buckets) >> 32, secondary_hash(h)))
+            .or_default() += 1;
     }
     let collisions = by_bucket_sec.values().filter(|&&n| n > 1).count();
-    assert!(collisions > 100, "the test needs colliding keys, found {collisions}");
+    assert!(
+        collisions > 100,
+        "the test needs colliding keys, found {collisions}"
+    );
     for k in &keys {
         assert_eq!(e.get(k).unwrap().as_deref(), Some(&k[..]));
     }

@@ -256,7 +256,7 @@ impl Bucket {
     #[inline(always)]
     pub fn find_inline(&self, key: &[u8]) -> Option<(usize, usize)> {
         let klen = key.len();
-        debug_assert!(klen >= 1 && klen <= INLINE_BYTES_MAX);
+        debug_assert!((1..=INLINE_BYTES_MAX).contains(&klen));
         let codes = self.codes();
         let mut starts = lanes_equal(codes, code::INLINE_START);
         if starts == 0 {
