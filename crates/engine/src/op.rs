@@ -264,23 +264,10 @@ impl Results {
         &mut self.data
     }
 
-    /// Appends reply bytes; values of up to 16 bytes are copied without a library call.
+    /// Appends reply bytes.
     #[inline(always)]
     pub(crate) fn push_data(&mut self, v: &[u8]) {
-        let n = v.len();
-        if n <= 16 && self.data.capacity() - self.data.len() >= 16 {
-            let len = self.data.len();
-            let mut tmp = [0u8; 16];
-            tmp[..n].copy_from_slice(v);
-            // SAFETY: capacity checked above: 16 bytes are writable past len; only n of them
-            // become part of the vector.
-            unsafe {
-                std::ptr::copy_nonoverlapping(tmp.as_ptr(), self.data.as_mut_ptr().add(len), 16);
-                self.data.set_len(len + n);
-            }
-        } else {
-            self.data.extend_from_slice(v);
-        }
+        push_small(&mut self.data, v);
     }
 
     #[inline]
@@ -299,5 +286,25 @@ impl Results {
             data_start: start as u32,
             data_len: len as u32,
         };
+    }
+}
+
+/// Appends `v` to `out`; values of up to 16 bytes (the common case) are copied without a
+/// library call.
+#[inline(always)]
+pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
+    let n = v.len();
+    if n <= 16 && out.capacity() - out.len() >= 16 {
+        let len = out.len();
+        let mut tmp = [0u8; 16];
+        tmp[..n].copy_from_slice(v);
+        // SAFETY: capacity checked above: 16 bytes are writable past len; only n of them become
+        // part of the vector.
+        unsafe {
+            std::ptr::copy_nonoverlapping(tmp.as_ptr(), out.as_mut_ptr().add(len), 16);
+            out.set_len(len + n);
+        }
+    } else {
+        out.extend_from_slice(v);
     }
 }

@@ -139,7 +139,7 @@ pub(crate) fn apply(
     let reply = !op.no_return;
     let emit = |out: &mut Vec<u8>, bytes: &[u8]| {
         if reply {
-            out.extend_from_slice(bytes)
+            crate::op::push_small(out, bytes)
         }
     };
     match op.kind {

@@ -36,6 +36,8 @@ const _: () = assert!(32 << CHAIN_CLASS == std::mem::size_of::<Bucket>());
 const NO_BUCKET: usize = usize::MAX;
 /// Bound on chain walks: a chain longer than every bucket of the arena is corruption.
 const LINE_BYTES: usize = 64;
+/// Lines of a large record prefetched ahead of its lookup.
+const RECORD_PREFETCH_LINES_MAX: usize = 4;
 
 /// The slot a hash's secondary hash occupies.
 #[inline(always)]
@@ -262,7 +264,18 @@ impl Table {
             ptrs &= ptrs - 1;
             let (sh, ptr) = b.pointer(s);
             if sh == sec {
-                self.arena.prefetch(ptr as usize * SLAB_UNIT_BYTES);
+                // Records are buddy-aligned, so a small record's class size in lines covers
+                // it; of a large one, fetch the first lines (header, key, start of value).
+                let c = ((codes >> (3 * s)) & 7) as u8;
+                let lines = if c == code::PTR_LARGE {
+                    RECORD_PREFETCH_LINES_MAX
+                } else {
+                    (class_size_bytes(c - code::PTR_SMALL_FIRST) / LINE_BYTES).max(1)
+                };
+                let rec = ptr as usize * SLAB_UNIT_BYTES;
+                for l in 0..lines {
+                    self.arena.prefetch(rec + l * LINE_BYTES);
+                }
             }
         }
     }

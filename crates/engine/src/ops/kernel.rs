@@ -123,6 +123,14 @@ pub(crate) enum Operand<'a> {
 /// `out[i] = f(cur[i], operand[i])`. `out` is cleared and resized to `cur.len()`.
 #[inline(always)]
 pub(crate) fn map<T: Elem>(cur: &[u8], operand: Operand, out: &mut Vec<u8>, f: impl Fn(T, T) -> T) {
+    // Scalars (counters, sequencers) are the hot case: no chunking machinery.
+    if let (Operand::Broadcast(delta), true) = (operand, cur.len() == T::WIDTH) {
+        let mut buf = [0u8; 8];
+        f(T::load(cur), T::load(delta)).store(&mut buf[..T::WIDTH]);
+        out.clear();
+        out.extend_from_slice(&buf[..T::WIDTH]);
+        return;
+    }
     out.clear();
     out.resize(cur.len(), 0);
     let outs = out.chunks_exact_mut(T::WIDTH);
