@@ -30,6 +30,12 @@ pub enum OpError {
     OutOfMemory,
     #[error("user function failed: {0}")]
     UserFunction(&'static str),
+    #[error("value is not an integer or out of range")]
+    NotAnInteger,
+    #[error("value is not a valid float")]
+    NotAFloat,
+    #[error("increment or decrement would overflow")]
+    Overflow,
 }
 
 impl OpError {
@@ -48,6 +54,9 @@ impl OpError {
             OpError::UnknownElemType(_) => 10,
             OpError::OutOfMemory => 11,
             OpError::UserFunction(_) => 12,
+            OpError::NotAnInteger => 13,
+            OpError::NotAFloat => 14,
+            OpError::Overflow => 15,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod ops;
 pub mod pipeline;
 pub mod slab;
 pub mod stats;
+pub mod strings;
 
 pub use config::{tune, EngineConfig, ExecMode, Tuning};
 pub use engine::{Engine, EngineError, Report};

@@ -26,9 +26,16 @@ pub enum OpKind {
     UpdateV2V = 8,
     Reduce = 9,
     Filter = 10,
+    /// Appends `arg` to the value (a missing key starts empty); replies the new length (u64 LE).
+    Append = 11,
+    /// The value is a decimal integer string (as Redis keeps counters); adds the i64 in `arg`
+    /// (8 bytes LE) and replies the new value as a decimal string. A missing key starts at 0.
+    IncrBy = 12,
+    /// Like `IncrBy` for a decimal floating-point string and an f64 `arg`.
+    IncrByFloat = 13,
 }
 
-pub const OP_KIND_COUNT: usize = 11;
+pub const OP_KIND_COUNT: usize = 14;
 
 impl OpKind {
     pub const ALL: [OpKind; OP_KIND_COUNT] = [
@@ -43,6 +50,9 @@ impl OpKind {
         OpKind::UpdateV2V,
         OpKind::Reduce,
         OpKind::Filter,
+        OpKind::Append,
+        OpKind::IncrBy,
+        OpKind::IncrByFloat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +68,9 @@ impl OpKind {
             OpKind::UpdateV2V => "update_vector2vector",
             OpKind::Reduce => "reduce",
             OpKind::Filter => "filter",
+            OpKind::Append => "append",
+            OpKind::IncrBy => "incr_by",
+            OpKind::IncrByFloat => "incr_by_float",
         }
     }
 
@@ -158,6 +171,26 @@ impl<'a> Op<'a> {
             func,
             elem,
             ..Op::new(OpKind::Reduce, key)
+        }
+    }
+    pub fn append(key: &'a [u8], suffix: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: suffix,
+            ..Op::new(OpKind::Append, key)
+        }
+    }
+    /// `delta` is an i64 in little-endian (8 bytes).
+    pub fn incr_by(key: &'a [u8], delta: &'a [u8; 8]) -> Op<'a> {
+        Op {
+            arg: delta,
+            ..Op::new(OpKind::IncrBy, key)
+        }
+    }
+    /// `delta` is an f64 in little-endian (8 bytes).
+    pub fn incr_by_float(key: &'a [u8], delta: &'a [u8; 8]) -> Op<'a> {
+        Op {
+            arg: delta,
+            ..Op::new(OpKind::IncrByFloat, key)
         }
     }
     pub fn filter(key: &'a [u8], func: u16, elem: ElemType, param: &'a [u8]) -> Op<'a> {

@@ -182,8 +182,41 @@ pub(crate) fn apply(
                 Err(e) => (Status::Error(e), Effect::Keep),
             }
         }
+        OpKind::Append | OpKind::IncrBy | OpKind::IncrByFloat => {
+            apply_string(op, cur, scratch, out)
+        }
         _ => apply_vector(reg, op, cur, scratch, out),
     }
+}
+
+/// The Redis-style string operations: the new value goes to `scratch`.
+fn apply_string(
+    op: &Op,
+    cur: Option<&[u8]>,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> (Status, Effect) {
+    let cur = cur.unwrap_or(&[]);
+    scratch.clear();
+    let r = match op.kind {
+        OpKind::Append => {
+            scratch.extend_from_slice(cur);
+            scratch.extend_from_slice(op.arg);
+            Ok(())
+        }
+        OpKind::IncrBy => crate::strings::incr_by(cur, op.arg, scratch),
+        _ => crate::strings::incr_by_float(cur, op.arg, scratch),
+    };
+    if let Err(e) = r {
+        return (Status::Error(e), Effect::Keep);
+    }
+    if !op.no_return {
+        match op.kind {
+            OpKind::Append => out.extend_from_slice(&(scratch.len() as u64).to_le_bytes()),
+            _ => out.extend_from_slice(scratch),
+        }
+    }
+    (Status::Ok, Effect::SetScratch)
 }
 
 fn apply_vector(
@@ -429,6 +462,13 @@ impl Pipeline<'_> {
             Effect::SetArg => op.arg,
             Effect::SetArg2 => op.arg2,
         };
+        // Only appends can grow a value past the limit that validation checked on entry.
+        if value.len() > self.limits.value_len_max {
+            return Err(crate::OpError::ValueTooLarge {
+                len: value.len(),
+                max: self.limits.value_len_max,
+            });
+        }
         self.table.write(op.key, h, loc, value, self.acc)
     }
 
@@ -480,6 +520,12 @@ impl Pipeline<'_> {
         if dirty {
             self.stats.write_backs += 1;
             let r = match (present, loc) {
+                (true, _) if self.fwd.len() > self.limits.value_len_max => {
+                    Err(crate::OpError::ValueTooLarge {
+                        len: self.fwd.len(),
+                        max: self.limits.value_len_max,
+                    })
+                }
                 (true, _) => self.table.write(lead.key, h, loc, self.fwd, self.acc),
                 (false, Some(l)) => {
                     self.table.remove(&l, self.acc);

@@ -292,3 +292,59 @@ fn report_counts_accesses_chains_and_utilization() {
     let hist = e.chain_histogram();
     assert_eq!(hist.iter().sum::<u64>(), r.index_bytes as u64 / 64);
 }
+
+#[test]
+fn redis_style_string_operations() {
+    for mode in [ExecMode::Forward, ExecMode::Stall] {
+        let mut e = engine(8, 0.5, 51);
+        e.set_mode(mode);
+        let one = 1i64.to_le_bytes();
+        let big = 100i64.to_le_bytes();
+        let half = 0.5f64.to_le_bytes();
+        let mut out = Results::default();
+        e.execute(
+            &[
+                Op::incr_by(b"n", &one),
+                Op::incr_by(b"n", &big),
+                Op::get(b"n"),
+                Op::append(b"s", b"hello"),
+                Op::append(b"s", b" world"),
+                Op::get(b"s"),
+                Op::incr_by(b"s", &one),
+                Op::incr_by_float(b"f", &half),
+                Op::incr_by_float(b"f", &half),
+            ],
+            &mut out,
+        );
+        assert_eq!(out.data(0), b"1");
+        assert_eq!(out.data(1), b"101");
+        assert_eq!(out.data(2), b"101");
+        assert_eq!(out.data(3), &5u64.to_le_bytes());
+        assert_eq!(out.data(4), &11u64.to_le_bytes());
+        assert_eq!(out.data(5), b"hello world");
+        assert_eq!(out.status(6), Status::Error(OpError::NotAnInteger));
+        assert_eq!(out.data(8), b"1");
+        // Appending past value_len_max fails and keeps the value.
+        let chunk = vec![b'x'; 40 << 10];
+        let mut out = Results::default();
+        e.execute(
+            &[
+                Op::append(b"a", &chunk),
+                Op::append(b"a", &chunk),
+                Op::get(b"a"),
+            ],
+            &mut out,
+        );
+        assert_eq!(out.status(0), Status::Ok);
+        assert_eq!(
+            out.status(1),
+            Status::Error(OpError::ValueTooLarge {
+                len: 80 << 10,
+                max: 64 << 10
+            }),
+            "{mode:?}"
+        );
+        assert_eq!(out.data(2).len(), 40 << 10);
+        e.check_invariants();
+    }
+}
