@@ -1,5 +1,5 @@
-//! The `directkv` binary: `bench engine` now; `serve`, `bench` against servers and `cli` arrive
-//! with the server and client (issues 3 and 4).
+//! The `directkv` binary: `serve` and `bench engine`; `bench` against servers and `cli` arrive
+//! with the client (issue 4).
 
 use clap::{Args, Parser, Subcommand};
 use directkv_bench::dist::Distribution;
@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Run the server (RESP on --port; Ctrl-C or SIGTERM stops it gracefully).
+    Serve(ServeFlags),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -87,6 +89,63 @@ struct EngineFlags {
     /// Key-value size for --sweep-utilization and --fill-max.
     #[arg(long, default_value_t = 10)]
     kv_size: usize,
+}
+
+#[derive(Args)]
+struct ServeFlags {
+    /// A TOML file with any server setting (flags override it).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Address to bind; anything but loopback requires --requirepass.
+    #[arg(long)]
+    bind: Option<String>,
+    #[arg(long)]
+    port: Option<u16>,
+    /// Shard threads (default: one per core).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Total arena memory, split over the shards, e.g. 1G.
+    #[arg(long, value_parser = parse_bytes)]
+    memory: Option<usize>,
+    #[arg(long)]
+    requirepass: Option<String>,
+}
+
+fn serve(f: ServeFlags) -> Result<(), String> {
+    let mut cfg = match &f.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            directkv_server::ServerConfig::from_toml(&text)?
+        }
+        None => directkv_server::ServerConfig::default(),
+    };
+    if let Some(b) = f.bind {
+        cfg.bind = b;
+    }
+    if let Some(p) = f.port {
+        cfg.port = p;
+    }
+    if let Some(s) = f.shards {
+        cfg.shards = s;
+    }
+    if let Some(m) = f.memory {
+        cfg.memory_bytes = m;
+    }
+    if f.requirepass.is_some() {
+        cfg.requirepass = f.requirepass;
+    }
+    let server = directkv_server::Server::start(cfg.clone())?;
+    eprintln!(
+        "directkv {} serving RESP on {} with {} shards and {} bytes of memory",
+        env!("CARGO_PKG_VERSION"),
+        server.addr(),
+        cfg.shard_count(),
+        cfg.memory_bytes
+    );
+    server.run_until_signal();
+    eprintln!("directkv stopped");
+    Ok(())
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -179,6 +238,7 @@ fn bench_engine(f: EngineFlags) -> Result<(), String> {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Serve(f) => serve(f),
         Cmd::Bench {
             what: BenchCmd::Engine(f),
         } => bench_engine(f),

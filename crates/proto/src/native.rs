@@ -1,0 +1,1 @@
+//! Native protocol (in progress).

@@ -1,0 +1,161 @@
+//! directkv's own operations over RESP. Values are little-endian vectors of fixed-width
+//! elements; numbers travel as decimal text:
+//!
+//! ```text
+//! DKV.VSET     key elem n1 n2 ...        store a vector                     -> OK
+//! DKV.VGET     key elem                  read a vector                      -> [n1, n2, ...]
+//! DKV.UPDATE   key func elem delta       scalar v = func(v, delta)          -> original number
+//! DKV.UPDATEV  key func elem delta       every element e = func(e, delta)   -> original vector
+//! DKV.UPDATEVV key func elem d1 d2 ...   element-wise with a vector         -> original vector
+//! DKV.REDUCE   key func elem sigma       fold into a scalar                 -> number
+//! DKV.FILTER   key func elem param       elements where func(e, param)      -> [numbers]
+//! DKV.CAS      key expected new          compare-and-swap of the raw value  -> [1|0, current]
+//! ```
+//! `func` is a built-in name (add, sub, min, ..., sum, count, gt, ...) or a numeric function id;
+//! `elem` is u8 u16 u32 u64 i8 i16 i32 i64 f32 f64.
+
+use directkv_engine::ops::{builtin_by_name, ElemType, FunctionKind};
+use directkv_engine::Op;
+use directkv_proto::resp::Version;
+
+use super::{arity, error, Planned};
+use crate::plan::{Pending, Recipe};
+
+pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
+    if !name.starts_with("dkv.") {
+        return None;
+    }
+    let n = a.len();
+    Some(match (&name[4..], n) {
+        ("vset", 3..) => with_elem(p, v, a[2], |p, elem| {
+            let bytes = encode_numbers(elem, &a[3..])?;
+            let op = p.op(&Op::put(a[1], &bytes));
+            p.recipes.push(Recipe::Ok { op });
+            Ok(())
+        }),
+        ("vget", 3) => with_elem(p, v, a[2], |p, elem| {
+            let op = p.op(&Op::get(a[1]));
+            p.recipes.push(Recipe::Numbers { op, elem });
+            Ok(())
+        }),
+        ("update" | "updatev" | "updatevv" | "reduce" | "filter", 5..) => {
+            func_op(p, v, &name[4..], a)
+        }
+        ("cas", 4) => {
+            let op = p.op(&Op::cas(a[1], a[2], a[3]));
+            p.recipes.push(Recipe::Cas { op });
+            Planned::Queued
+        }
+        _ => arity(p, v, name),
+    })
+}
+
+fn with_elem(
+    p: &mut Pending,
+    v: Version,
+    e: &[u8],
+    f: impl FnOnce(&mut Pending, ElemType) -> Result<(), String>,
+) -> Planned {
+    let Some(elem) = std::str::from_utf8(e).ok().and_then(ElemType::parse) else {
+        return error(
+            p,
+            v,
+            "ERR unknown element type (u8 u16 u32 u64 i8 i16 i32 i64 f32 f64)",
+        );
+    };
+    match f(p, elem) {
+        Ok(()) => Planned::Queued,
+        Err(msg) => error(p, v, &msg),
+    }
+}
+
+fn func_op(p: &mut Pending, v: Version, which: &str, a: &[&[u8]]) -> Planned {
+    let kind = match which {
+        "reduce" => FunctionKind::Reduce,
+        "filter" => FunctionKind::Filter,
+        _ => FunctionKind::Update,
+    };
+    let fname = String::from_utf8_lossy(a[2]).to_ascii_lowercase();
+    let Some(func) = builtin_by_name(kind, &fname).or_else(|| fname.parse::<u16>().ok()) else {
+        return error(p, v, &format!("ERR unknown function '{fname}'"));
+    };
+    with_elem(p, v, a[3], |p, elem| {
+        let arg = encode_numbers(elem, &a[4..])?;
+        if which != "updatevv" && arg.len() != elem.width() * if fname == "cas" { 2 } else { 1 } {
+            return Err(format!(
+                "ERR DKV.{} takes one operand",
+                which.to_ascii_uppercase()
+            ));
+        }
+        let op = match which {
+            "update" => Op::update_s2s(a[1], func, elem, &arg),
+            "updatev" => Op::update_s2v(a[1], func, elem, &arg),
+            "updatevv" => Op::update_v2v(a[1], func, elem, &arg),
+            "reduce" => Op::reduce(a[1], func, elem, &arg),
+            _ => Op::filter(a[1], func, elem, &arg),
+        };
+        let op = p.op(&op);
+        let recipe_elem =
+            if which == "reduce" && matches!(fname.as_str(), "count" | "count_nonzero") {
+                ElemType::U64
+            } else {
+                elem
+            };
+        p.recipes.push(match which {
+            "update" | "reduce" => Recipe::Number {
+                op,
+                elem: recipe_elem,
+            },
+            _ => Recipe::Numbers { op, elem },
+        });
+        Ok(())
+    })
+}
+
+/// Decimal texts to little-endian elements.
+pub fn encode_numbers(elem: ElemType, nums: &[&[u8]]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(nums.len() * elem.width());
+    for t in nums {
+        let t = std::str::from_utf8(t).map_err(|_| "ERR value is not a number".to_string())?;
+        let bad = || format!("ERR '{t}' is not a valid {}", elem.name());
+        macro_rules! put {
+            ($ty:ty) => {
+                out.extend_from_slice(&t.parse::<$ty>().map_err(|_| bad())?.to_le_bytes())
+            };
+        }
+        match elem {
+            ElemType::U8 => put!(u8),
+            ElemType::U16 => put!(u16),
+            ElemType::U32 => put!(u32),
+            ElemType::U64 => put!(u64),
+            ElemType::I8 => put!(i8),
+            ElemType::I16 => put!(i16),
+            ElemType::I32 => put!(i32),
+            ElemType::I64 => put!(i64),
+            ElemType::F32 => put!(f32),
+            ElemType::F64 => put!(f64),
+        }
+    }
+    Ok(out)
+}
+
+/// One little-endian element as decimal text.
+pub fn decode_number(elem: ElemType, b: &[u8]) -> String {
+    macro_rules! get {
+        ($ty:ty) => {
+            <$ty>::from_le_bytes(b.try_into().expect("element width")).to_string()
+        };
+    }
+    match elem {
+        ElemType::U8 => get!(u8),
+        ElemType::U16 => get!(u16),
+        ElemType::U32 => get!(u32),
+        ElemType::U64 => get!(u64),
+        ElemType::I8 => get!(i8),
+        ElemType::I16 => get!(i16),
+        ElemType::I32 => get!(i32),
+        ElemType::I64 => get!(i64),
+        ElemType::F32 => get!(f32),
+        ElemType::F64 => get!(f64),
+    }
+}

@@ -1,0 +1,228 @@
+//! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT COMMAND CLIENT CONFIG, and
+//! the barriers that need every shard: INFO DBSIZE FLUSHALL FLUSHDB.
+
+use directkv_proto::resp::{self, RespWriter, Version};
+
+use super::{arity, error, Planned, Session};
+use crate::plan::Pending;
+use crate::shard::{ask_all, Job, ShardCtx};
+
+const SERVER_NAME: &str = "directkv";
+const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn plan(
+    p: &mut Pending,
+    s: &mut Session,
+    name: &str,
+    a: &[&[u8]],
+    requirepass: Option<&str>,
+) -> Option<Planned> {
+    let v = s.version;
+    let n = a.len();
+    Some(match name {
+        "ping" if n == 1 => ok_text(p, v, "PONG"),
+        "ping" if n == 2 => bulk(p, v, a[1]),
+        "echo" if n == 2 => bulk(p, v, a[1]),
+        "quit" => {
+            s.quit = true;
+            ok_text(p, v, "OK")
+        }
+        "select" if n == 2 => match super::parse_int(a[1]) {
+            Some(0) => ok_text(p, v, "OK"),
+            Some(_) => error(p, v, resp::err_db_index()),
+            None => error(p, v, resp::err_not_integer()),
+        },
+        "auth" if n == 2 || n == 3 => auth(p, s, a[n - 1], requirepass),
+        "hello" => hello(p, s, a, requirepass),
+        "command" => command(p, v, a),
+        "client" if n >= 2 => client(p, s, a),
+        "config" if n >= 2 => config(p, v, a),
+        "info" | "dbsize" | "flushall" | "flushdb" => Planned::Barrier,
+        "ping" | "echo" | "select" | "auth" | "client" | "config" => arity(p, v, name),
+        _ => return None,
+    })
+}
+
+fn ok_text(p: &mut Pending, v: Version, t: &str) -> Planned {
+    p.immediate(|o| RespWriter::new(o, v).simple(t));
+    Planned::Queued
+}
+
+fn bulk(p: &mut Pending, v: Version, b: &[u8]) -> Planned {
+    p.immediate(|o| RespWriter::new(o, v).bulk(b));
+    Planned::Queued
+}
+
+fn auth(p: &mut Pending, s: &mut Session, pass: &[u8], requirepass: Option<&str>) -> Planned {
+    let v = s.version;
+    match requirepass {
+        None => error(p, v, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
+        Some(want) if want.as_bytes() == pass => {
+            s.authenticated = true;
+            ok_text(p, v, "OK")
+        }
+        Some(_) => error(p, v, resp::err_wrongpass()),
+    }
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str>) -> Planned {
+    let mut version = s.version;
+    if a.len() >= 2 {
+        version = match super::parse_int(a[1]) {
+            Some(2) => Version::Resp2,
+            Some(3) => Version::Resp3,
+            _ => return error(p, s.version, resp::err_noproto()),
+        };
+    }
+    let mut i = 2;
+    while i < a.len() {
+        match String::from_utf8_lossy(a[i]).to_ascii_lowercase().as_str() {
+            "auth" if i + 2 < a.len() => {
+                match requirepass {
+                    Some(want) if want.as_bytes() == a[i + 2] => s.authenticated = true,
+                    Some(_) => return error(p, s.version, resp::err_wrongpass()),
+                    None => {}
+                }
+                i += 3;
+            }
+            "setname" if i + 1 < a.len() => {
+                s.name = Some(a[i + 1].to_vec());
+                i += 2;
+            }
+            _ => return error(p, s.version, resp::err_syntax()),
+        }
+    }
+    if requirepass.is_some() && !s.authenticated {
+        return error(p, s.version, resp::err_noauth());
+    }
+    s.version = version;
+    p.immediate(|o| {
+        let mut w = RespWriter::new(o, version);
+        w.map_len(7);
+        w.bulk(b"server");
+        w.bulk(SERVER_NAME.as_bytes());
+        w.bulk(b"version");
+        w.bulk(SERVER_VERSION.as_bytes());
+        w.bulk(b"proto");
+        w.integer(if version == Version::Resp3 { 3 } else { 2 });
+        w.bulk(b"id");
+        w.integer(1);
+        w.bulk(b"mode");
+        w.bulk(b"standalone");
+        w.bulk(b"role");
+        w.bulk(b"master");
+        w.bulk(b"modules");
+        w.array_len(0);
+    });
+    Planned::Queued
+}
+
+fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
+    let sub = a
+        .get(1)
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+    match sub.as_deref() {
+        None | Some("info") | Some("list") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
+        Some("docs") => p.immediate(|o| RespWriter::new(o, v).map_len(0)),
+        Some("count") => p.immediate(|o| RespWriter::new(o, v).integer(0)),
+        Some(_) => {
+            let msg = resp::err_unknown_subcommand("COMMAND", a[1]);
+            p.immediate(|o| RespWriter::new(o, v).error(&msg))
+        }
+    }
+    Planned::Queued
+}
+
+fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
+    let v = s.version;
+    match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
+        "setname" if a.len() == 3 => {
+            s.name = Some(a[2].to_vec());
+            ok_text(p, v, "OK")
+        }
+        "setinfo" if a.len() == 4 => ok_text(p, v, "OK"),
+        "getname" => {
+            let name = s.name.clone();
+            p.immediate(|o| match &name {
+                Some(n) => RespWriter::new(o, v).bulk(n),
+                None => RespWriter::new(o, v).null(),
+            });
+            Planned::Queued
+        }
+        "id" => {
+            p.immediate(|o| RespWriter::new(o, v).integer(1));
+            Planned::Queued
+        }
+        _ => {
+            let msg = resp::err_unknown_subcommand("CLIENT", a[1]);
+            error(p, v, &msg)
+        }
+    }
+}
+
+/// CONFIG GET with the settings clients probe for (redis-benchmark asks for `save` and
+/// `appendonly`); CONFIG SET is accepted for nothing.
+fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
+    const KNOWN: [(&str, &str); 4] = [
+        ("save", ""),
+        ("appendonly", "no"),
+        ("databases", "1"),
+        ("maxmemory-policy", "noeviction"),
+    ];
+    match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
+        "get" if a.len() >= 3 => {
+            let mut hits: Vec<(&str, &str)> = Vec::new();
+            for pat in &a[2..] {
+                let pat = String::from_utf8_lossy(pat).to_ascii_lowercase();
+                for (k, val) in KNOWN {
+                    if (pat == "*" || pat == k) && !hits.iter().any(|h| h.0 == k) {
+                        hits.push((k, val));
+                    }
+                }
+            }
+            p.immediate(|o| {
+                let mut w = RespWriter::new(o, v);
+                w.map_len(hits.len());
+                for (k, val) in hits {
+                    w.bulk(k.as_bytes());
+                    w.bulk(val.as_bytes());
+                }
+            });
+            Planned::Queued
+        }
+        "set" => error(
+            p,
+            v,
+            "ERR CONFIG SET is not supported by directkv; use the configuration file",
+        ),
+        "resetstat" => ok_text(p, v, "OK"),
+        _ => {
+            let msg = resp::err_unknown_subcommand("CONFIG", a[1]);
+            error(p, v, &msg)
+        }
+    }
+}
+
+/// Runs a barrier command; appends its reply to `out`.
+pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>) {
+    let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
+    match name.as_str() {
+        "dbsize" if a.len() == 1 => {
+            let n: u64 = ask_all(ctx, |reply| Job::Count { reply })
+                .await
+                .iter()
+                .sum();
+            RespWriter::new(out, v).integer(n as i64);
+        }
+        "flushall" | "flushdb" => {
+            ask_all(ctx, |reply| Job::Flush { reply }).await;
+            RespWriter::new(out, v).simple("OK");
+        }
+        "info" => {
+            let text = crate::info::info(ctx).await;
+            RespWriter::new(out, v).bulk(text.as_bytes());
+        }
+        _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
+    }
+}

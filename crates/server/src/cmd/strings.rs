@@ -1,0 +1,147 @@
+//! String and counter commands: GET SET GETSET GETDEL DEL EXISTS MGET MSET INCR INCRBY DECR
+//! DECRBY INCRBYFLOAT STRLEN APPEND.
+
+use directkv_engine::Op;
+use directkv_proto::resp::{self, Version};
+
+use super::{arity, error, parse_int, Planned};
+use crate::plan::{Pending, Recipe};
+
+pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
+    let n = a.len();
+    Some(match name {
+        "get" if n == 2 => {
+            let op = p.op(&Op::get(a[1]));
+            p.recipes.push(Recipe::Bulk { op });
+            Planned::Queued
+        }
+        "set" if n >= 3 => set(p, v, a),
+        "getset" if n == 3 => {
+            let op = p.op(&Op::get(a[1]));
+            p.op(&Op::put(a[1], a[2]));
+            p.recipes.push(Recipe::Bulk { op });
+            Planned::Queued
+        }
+        "getdel" if n == 2 => {
+            let op = p.op(&Op::get(a[1]));
+            p.op(&Op::delete(a[1]));
+            p.recipes.push(Recipe::Bulk { op });
+            Planned::Queued
+        }
+        "del" | "unlink" if n >= 2 => {
+            let first = p.next_op();
+            for k in &a[1..] {
+                p.op(&Op::delete(k));
+            }
+            p.recipes.push(Recipe::CountFound { first, n: n - 1 });
+            Planned::Queued
+        }
+        "exists" if n >= 2 => {
+            let first = p.next_op();
+            for k in &a[1..] {
+                p.op(&Op::get(k).no_return());
+            }
+            p.recipes.push(Recipe::CountFound { first, n: n - 1 });
+            Planned::Queued
+        }
+        "mget" if n >= 2 => {
+            let first = p.next_op();
+            for k in &a[1..] {
+                p.op(&Op::get(k));
+            }
+            p.recipes.push(Recipe::Values { first, n: n - 1 });
+            Planned::Queued
+        }
+        "mset" if n >= 3 && n % 2 == 1 => {
+            let first = p.next_op();
+            for kv in a[1..].chunks(2) {
+                p.op(&Op::put(kv[0], kv[1]));
+            }
+            p.recipes.push(Recipe::AllOk {
+                first,
+                n: (n - 1) / 2,
+            });
+            Planned::Queued
+        }
+        "incr" | "decr" if n == 2 => incr(p, a[1], if name == "incr" { 1 } else { -1 }),
+        "incrby" | "decrby" if n == 3 => match parse_int(a[2]) {
+            Some(d) if name == "incrby" => incr(p, a[1], d),
+            Some(d) => match d.checked_neg() {
+                Some(d) => incr(p, a[1], d),
+                None => error(p, v, resp::err_overflow()),
+            },
+            None => error(p, v, resp::err_not_integer()),
+        },
+        "incrbyfloat" if n == 3 => {
+            match std::str::from_utf8(a[2])
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .filter(|d| d.is_finite())
+            {
+                Some(d) => {
+                    let op = p.op(&Op::incr_by_float(a[1], &d.to_le_bytes()));
+                    p.recipes.push(Recipe::Data { op });
+                    Planned::Queued
+                }
+                None => error(p, v, resp::err_not_float()),
+            }
+        }
+        "strlen" if n == 2 => {
+            let op = p.op(&Op::get(a[1]));
+            p.recipes.push(Recipe::Len { op });
+            Planned::Queued
+        }
+        "append" if n == 3 => {
+            let op = p.op(&Op::append(a[1], a[2]));
+            p.recipes.push(Recipe::U64 { op });
+            Planned::Queued
+        }
+        "get" | "set" | "getset" | "getdel" | "del" | "unlink" | "exists" | "mget" | "mset"
+        | "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "strlen" | "append" => {
+            arity(p, v, name)
+        }
+        _ => return None,
+    })
+}
+
+fn incr(p: &mut Pending, key: &[u8], delta: i64) -> Planned {
+    let op = p.op(&Op::incr_by(key, &delta.to_le_bytes()));
+    p.recipes.push(Recipe::DecimalInt { op });
+    Planned::Queued
+}
+
+/// SET key value [NX | XX] [GET]; expiry options are refused (directkv has no expiry).
+fn set(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    for opt in &a[3..] {
+        match String::from_utf8_lossy(opt).to_ascii_lowercase().as_str() {
+            "nx" if !xx => nx = true,
+            "xx" if !nx => xx = true,
+            "get" => get = true,
+            "ex" | "px" | "exat" | "pxat" | "keepttl" => {
+                return error(p, v, "ERR directkv does not support key expiry");
+            }
+            _ => return error(p, v, resp::err_syntax()),
+        }
+    }
+    let put = if nx {
+        Op::put_nx(a[1], a[2])
+    } else if xx {
+        Op::put_xx(a[1], a[2])
+    } else {
+        Op::put(a[1], a[2])
+    };
+    if get {
+        let op = p.op(&Op::get(a[1]));
+        p.op(&put);
+        p.recipes.push(Recipe::Bulk { op });
+    } else {
+        let op = p.op(&put);
+        p.recipes.push(if nx || xx {
+            Recipe::OkOrNull { op }
+        } else {
+            Recipe::Ok { op }
+        });
+    }
+    Planned::Queued
+}

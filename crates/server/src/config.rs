@@ -1,0 +1,134 @@
+//! Server settings: every limit has a name and a default; all of them can be set in a TOML file
+//! (`directkv serve --config file.toml`) and the common ones by flags.
+
+use serde::Deserialize;
+
+/// Largest value accepted from clients by default (SPEC: 1 MiB).
+pub const VALUE_LEN_MAX_DEFAULT: usize = 1 << 20;
+pub const KEY_LEN_MAX_DEFAULT: usize = 250;
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Bytes a connection may have buffered but not yet parsed (a command larger than this closes
+/// the connection with a protocol error).
+pub const CONN_INPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
+/// Commands parsed from one read before they are executed as one batch.
+pub const COMMANDS_PER_BATCH_MAX_DEFAULT: usize = 1024;
+/// Arguments of one RESP command.
+pub const ARGS_MAX_DEFAULT: usize = 1 << 20;
+/// Jobs queued to a shard from other shards before senders wait.
+pub const SHARD_QUEUE_LEN_DEFAULT: usize = 1024;
+/// Seconds a client may take to read its replies before it is disconnected.
+pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub bind: String,
+    pub port: u16,
+    /// Shard threads (0 = one per core).
+    pub shards: usize,
+    /// Total arena bytes, split evenly over the shards.
+    pub memory_bytes: usize,
+    pub requirepass: Option<String>,
+    pub key_len_max: usize,
+    pub value_len_max: usize,
+    pub connections_max: usize,
+    pub conn_input_bytes_max: usize,
+    pub commands_per_batch_max: usize,
+    pub args_max: usize,
+    pub shard_queue_len: usize,
+    pub reply_write_timeout_secs: u64,
+    /// Expected key + value bytes and target memory utilization, for the engine's tuning.
+    pub expected_kv_bytes: usize,
+    pub target_utilization: f64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "127.0.0.1".into(),
+            port: 7070,
+            shards: 0,
+            memory_bytes: 1 << 30,
+            requirepass: None,
+            key_len_max: KEY_LEN_MAX_DEFAULT,
+            value_len_max: VALUE_LEN_MAX_DEFAULT,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            conn_input_bytes_max: CONN_INPUT_BYTES_MAX_DEFAULT,
+            commands_per_batch_max: COMMANDS_PER_BATCH_MAX_DEFAULT,
+            args_max: ARGS_MAX_DEFAULT,
+            shard_queue_len: SHARD_QUEUE_LEN_DEFAULT,
+            reply_write_timeout_secs: REPLY_WRITE_TIMEOUT_SECS_DEFAULT,
+            expected_kv_bytes: 32,
+            target_utilization: 0.5,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn from_toml(text: &str) -> Result<ServerConfig, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Refuses settings that are unsafe or cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        let loopback = matches!(self.bind.as_str(), "127.0.0.1" | "localhost" | "::1")
+            || self.bind.starts_with("127.");
+        if !loopback && self.requirepass.is_none() {
+            return Err(format!(
+                "refusing to bind {} without --requirepass: only loopback addresses may run without a password",
+                self.bind
+            ));
+        }
+        if self.key_len_max == 0 || self.key_len_max > 255 {
+            return Err(format!("key_len_max {} not in 1..=255", self.key_len_max));
+        }
+        if self.commands_per_batch_max == 0
+            || self.connections_max == 0
+            || self.shard_queue_len == 0
+        {
+            return Err(
+                "commands_per_batch_max, connections_max and shard_queue_len must be positive"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn shard_count(&self) -> usize {
+        if self.shards > 0 {
+            self.shards
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_overrides_defaults_and_rejects_unknown_keys() {
+        let c = ServerConfig::from_toml("port = 9000\nshards = 3\nrequirepass = \"pw\"\n").unwrap();
+        assert_eq!(
+            (c.port, c.shards, c.requirepass.as_deref()),
+            (9000, 3, Some("pw"))
+        );
+        assert_eq!(c.value_len_max, VALUE_LEN_MAX_DEFAULT);
+        assert!(ServerConfig::from_toml("prot = 1").is_err());
+    }
+
+    #[test]
+    fn non_loopback_needs_a_password() {
+        let mut c = ServerConfig {
+            bind: "0.0.0.0".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("requirepass"));
+        c.requirepass = Some("x".into());
+        assert!(c.validate().is_ok());
+        assert!(ServerConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,320 @@
+//! One client connection on its shard: read, parse every complete command, run them as one
+//! batch per shard, write the replies in order. The protocol is told from the first byte: the
+//! native protocol's frames start with a non-ASCII magic byte; anything else is RESP.
+//!
+//! Backpressure: replies are written before more input is read, so a client that sends without
+//! reading fills its socket buffers and is slowed; a client that does not read its replies
+//! within `reply_write_timeout_secs` is disconnected. Input is bounded by
+//! `conn_input_bytes_max`.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use directkv_engine::{Results, Status};
+use directkv_proto::resp::{self, Args, Parse, RespLimits, RespWriter, Version};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
+
+use crate::cmd::{self, Planned, Session};
+use crate::plan::{Outcome, Pending, Recipe};
+use crate::shard::{count_connection, Job, ShardCtx};
+
+/// First byte of a native protocol frame.
+pub const NATIVE_MAGIC: u8 = 0xD7;
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+pub async fn serve(
+    ctx: Rc<ShardCtx>,
+    stream: std::net::TcpStream,
+    mut stop: watch::Receiver<bool>,
+) {
+    let stats = ctx.stats.clone();
+    if stats.connections.load(Ordering::Relaxed) >= ctx.cfg.connections_max {
+        stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let mut s = stream;
+        let _ = std::io::Write::write_all(&mut s, b"-ERR max number of clients reached\r\n");
+        return;
+    }
+    count_connection(&stats, 1);
+    if stream.set_nonblocking(true).is_ok() {
+        if let Ok(s) = TcpStream::from_std(stream) {
+            let _ = s.set_nodelay(true);
+            tokio::select! {
+                _ = serve_resp(&ctx, s) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+    count_connection(&stats, -1);
+}
+
+async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
+    let limits = RespLimits {
+        args_max: ctx.cfg.args_max,
+        ..RespLimits::default()
+    };
+    let requirepass = ctx.cfg.requirepass.clone();
+    let mut session = Session {
+        version: Version::Resp2,
+        authenticated: false,
+        name: None,
+        quit: false,
+    };
+    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut args = Args::new();
+    let mut pending = Pending::new(ctx.shards());
+    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    loop {
+        if input.len() >= ctx.cfg.conn_input_bytes_max {
+            let _ = s
+                .write_all(b"-ERR Protocol error: request larger than conn_input_bytes_max\r\n")
+                .await;
+            return;
+        }
+        let start = input.len();
+        input.resize(start + READ_CHUNK_BYTES, 0);
+        let n = match s.read(&mut input[start..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        input.truncate(start + n);
+        if start == 0 && input[0] == NATIVE_MAGIC {
+            let _ = s
+                .write_all(b"-ERR native protocol not served yet on this port\r\n")
+                .await;
+            return;
+        }
+        let mut used = 0;
+        let mut close = false;
+        loop {
+            let parsed = parse_commands(
+                ctx,
+                &input[used..],
+                &limits,
+                &mut args,
+                &mut pending,
+                &mut session,
+                requirepass.as_deref(),
+                &mut out,
+            )
+            .await;
+            used += parsed.consumed;
+            if let Some(e) = parsed.error {
+                ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                RespWriter::new(&mut out, session.version).error(&resp::err_protocol(&e));
+                close = true;
+            }
+            if !parsed.more || close || session.quit {
+                break;
+            }
+        }
+        input.drain(..used);
+        if !out.is_empty() {
+            match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+            out.clear();
+        }
+        if close || session.quit {
+            return;
+        }
+    }
+}
+
+struct Parsed {
+    consumed: usize,
+    /// More complete commands may follow (the batch limit was reached).
+    more: bool,
+    error: Option<resp::ProtocolError>,
+}
+
+/// Parses up to `commands_per_batch_max` commands, runs them, appends the replies.
+#[allow(clippy::too_many_arguments)]
+async fn parse_commands(
+    ctx: &ShardCtx,
+    buf: &[u8],
+    limits: &RespLimits,
+    args: &mut Args,
+    pending: &mut Pending,
+    session: &mut Session,
+    requirepass: Option<&str>,
+    out: &mut Vec<u8>,
+) -> Parsed {
+    let mut used = 0;
+    let mut count = 0;
+    let mut error = None;
+    pending.clear();
+    while count < ctx.cfg.commands_per_batch_max {
+        match resp::parse_command(&buf[used..], limits, args) {
+            Parse::Incomplete => break,
+            Parse::Invalid(e) => {
+                error = Some(e);
+                break;
+            }
+            Parse::Complete { consumed } => {
+                let cmd_bytes = &buf[used..used + consumed];
+                used += consumed;
+                let command = args.command(cmd_bytes);
+                if command.is_empty() {
+                    continue;
+                }
+                count += 1;
+                ctx.stats.commands.fetch_add(1, Ordering::Relaxed);
+                let a: Vec<&[u8]> = command.iter().collect();
+                match cmd::plan(pending, session, &a, requirepass) {
+                    Planned::Queued => {}
+                    Planned::Barrier => {
+                        run(ctx, pending, session.version, out).await;
+                        pending.clear();
+                        cmd::server::barrier(ctx, session.version, &a, out).await;
+                    }
+                }
+                if session.quit {
+                    break;
+                }
+            }
+        }
+    }
+    run(ctx, pending, session.version, out).await;
+    Parsed {
+        consumed: used,
+        more: count == ctx.cfg.commands_per_batch_max,
+        error,
+    }
+}
+
+/// Executes the pending operations (local shard directly, others over their queues) and
+/// renders every reply in order.
+async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
+    if p.is_empty() {
+        return;
+    }
+    let shards = ctx.shards();
+    let mut per_shard: Vec<Option<Results>> = (0..shards).map(|_| None).collect();
+    let mut waits = Vec::new();
+    for s in 0..shards {
+        if p.batches[s].is_empty() || s == ctx.id {
+            continue;
+        }
+        let (tx, rx) = oneshot::channel();
+        let batch = std::mem::take(&mut p.batches[s]);
+        if ctx.peers[s]
+            .send(Job::Execute { batch, reply: tx })
+            .await
+            .is_ok()
+        {
+            waits.push((s, rx));
+        }
+    }
+    if !p.batches[ctx.id].is_empty() {
+        let mut r = Results::default();
+        ctx.engine
+            .borrow_mut()
+            .execute(&p.batches[ctx.id].ops(), &mut r);
+        per_shard[ctx.id] = Some(r);
+    }
+    for (s, rx) in waits {
+        if let Ok((batch, r)) = rx.await {
+            p.batches[s] = batch;
+            per_shard[s] = Some(r);
+        }
+    }
+    render(p, &Outcome { per_shard }, v, out);
+}
+
+fn render(p: &Pending, o: &Outcome, v: Version, out: &mut Vec<u8>) {
+    for r in &p.recipes {
+        if let Recipe::Immediate { start, end } = *r {
+            out.extend_from_slice(&p.immediate[start..end]);
+            continue;
+        }
+        let mut w = RespWriter::new(out, v);
+        match *r {
+            Recipe::Immediate { .. } => unreachable!("written above"),
+            Recipe::Ok { op } => match o.get(p, op).0 {
+                Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                _ => w.simple("OK"),
+            },
+            Recipe::Bulk { op } | Recipe::Data { op } => match o.get(p, op) {
+                (Status::Ok, d) => w.bulk(d),
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::OkOrNull { op } => match o.get(p, op).0 {
+                Status::Ok => w.simple("OK"),
+                Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::CountFound { first, n } => {
+                let found = (first..first + n)
+                    .filter(|&i| o.get(p, i).0 == Status::Ok)
+                    .count();
+                w.integer(found as i64)
+            }
+            Recipe::Values { first, n } => {
+                w.array_len(n);
+                for i in first..first + n {
+                    match o.get(p, i) {
+                        (Status::Ok, d) => w.bulk(d),
+                        _ => w.null(),
+                    }
+                }
+            }
+            Recipe::AllOk { first, n } => match (first..first + n)
+                .map(|i| o.get(p, i).0)
+                .find(|s| matches!(s, Status::Error(_)))
+            {
+                Some(Status::Error(e)) => w.error(&cmd::op_error_text(&e)),
+                _ => w.simple("OK"),
+            },
+            Recipe::DecimalInt { op } => match o.get(p, op) {
+                (Status::Ok, d) => w.integer(cmd::parse_int(d).unwrap_or(0)),
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::U64 { op } => match o.get(p, op) {
+                (Status::Ok, d) if d.len() == 8 => {
+                    w.integer(u64::from_le_bytes(d.try_into().expect("8 bytes")) as i64)
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.integer(0),
+            },
+            Recipe::Len { op } => match o.get(p, op) {
+                (Status::Ok, d) => w.integer(d.len() as i64),
+                _ => w.integer(0),
+            },
+            Recipe::Number { op, elem } => match o.get(p, op) {
+                (Status::Ok, d) if d.len() == elem.width() => {
+                    w.bulk(cmd::dkv::decode_number(elem, d).as_bytes())
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::Numbers { op, elem } => match o.get(p, op) {
+                (Status::Ok, d) if d.len() % elem.width() == 0 => {
+                    w.array_len(d.len() / elem.width());
+                    for e in d.chunks_exact(elem.width()) {
+                        w.bulk(cmd::dkv::decode_number(elem, e).as_bytes());
+                    }
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                (Status::Ok, _) => w.error("ERR value is not a vector of that element type"),
+                _ => w.null_array(),
+            },
+            Recipe::Cas { op } => {
+                let (st, d) = o.get(p, op);
+                if let Status::Error(e) = st {
+                    w.error(&cmd::op_error_text(&e));
+                } else {
+                    w.array_len(2);
+                    w.integer(i64::from(st == Status::Ok));
+                    w.bulk(d);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! directkv's server: one shard thread per core, each owning its engine; one TCP port for the
+//! native protocol and RESP (told apart by the first byte).
+//!
+//! ```text
+//!            ┌──────────── acceptor thread (std, blocking accept) ────────────┐
+//!  clients ──┤ connections round robin                                         │
+//!            └──> shard 0 runtime ──┐   shard 1 runtime ──┐   ...             │
+//!                 conn tasks        │   conn tasks        │                   │
+//!                 job task <─queue──┼── job task <─queue──┘  (bounded)        │
+//!                 engine 0          │   engine 1                               │
+//! ```
+//!
+//! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
+//! shutdown. Non-goals (yet): the native protocol and UDP on this port, metrics over HTTP
+//! (issue 3 continues).
+
+pub mod batch;
+pub mod cmd;
+pub mod config;
+pub mod conn;
+pub mod info;
+pub mod plan;
+pub mod shard;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use directkv_engine::Engine;
+use tokio::sync::{mpsc, watch};
+
+pub use config::ServerConfig;
+use shard::{ServerStats, ShardSpawn};
+
+/// A running server; `stop` shuts it down and waits for its threads.
+pub struct Server {
+    addr: SocketAddr,
+    stop_tx: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds, builds every engine (so a bad configuration fails here), starts the threads.
+    pub fn start(cfg: ServerConfig) -> Result<Server, String> {
+        cfg.validate()?;
+        let shards = cfg.shard_count();
+        let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
+            .map_err(|e| format!("cannot bind {}:{}: {e}", cfg.bind, cfg.port))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let engine_cfg = shard::engine_config(&cfg, shards);
+        let mut engines = Vec::with_capacity(shards);
+        for _ in 0..shards {
+            engines.push(Engine::new(engine_cfg.clone()).map_err(|e| e.to_string())?);
+        }
+        let cfg = Arc::new(cfg);
+        let stats = Arc::new(ServerStats::default());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut job_rxs = Vec::new();
+        let mut job_txs = Vec::new();
+        for _ in 0..shards {
+            let (tx, rx) = mpsc::channel(cfg.shard_queue_len);
+            job_txs.push(tx);
+            job_rxs.push(rx);
+        }
+        let peers = Arc::new(job_txs);
+        let mut conn_txs = Vec::new();
+        let mut threads = Vec::new();
+        for (id, (engine, jobs)) in engines.into_iter().zip(job_rxs).enumerate() {
+            let (ctx, crx) = mpsc::unbounded_channel();
+            conn_txs.push(ctx);
+            let spawn = ShardSpawn {
+                id,
+                engine,
+                engine_cfg: engine_cfg.clone(),
+                conns: crx,
+                jobs,
+                peers: peers.clone(),
+                cfg: cfg.clone(),
+                stats: stats.clone(),
+                stop: stop_rx.clone(),
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("shard-{id}"))
+                .spawn(move || shard::run(spawn))
+                .map_err(|e| e.to_string())?;
+            threads.push(t);
+        }
+        let stop = stop_rx.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("acceptor".into())
+            .spawn(move || {
+                let mut next = 0usize;
+                for conn in listener.incoming() {
+                    if *stop.borrow() {
+                        break;
+                    }
+                    if let Ok(c) = conn {
+                        let _ = conn_txs[next % conn_txs.len()].send(c);
+                        next += 1;
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Server {
+            addr,
+            stop_tx,
+            threads,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes connections, joins every thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.stop_tx.send(true);
+        // Wake the blocking accept with a connection of our own.
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Blocks until SIGINT or SIGTERM, then shuts down gracefully.
+    pub fn run_until_signal(mut self) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        rt.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        });
+        self.shutdown();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.shutdown();
+        }
+    }
+}

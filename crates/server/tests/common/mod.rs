@@ -1,0 +1,82 @@
+//! A real server on a loopback ephemeral port and a tiny RESP client for the tests.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use directkv_proto::resp::{encode_command, parse_reply, Reply};
+use directkv_server::{Server, ServerConfig};
+
+pub fn start(shards: usize) -> Server {
+    start_with(ServerConfig {
+        port: 0,
+        shards,
+        memory_bytes: 32 << 20,
+        ..ServerConfig::default()
+    })
+}
+
+pub fn start_with(cfg: ServerConfig) -> Server {
+    Server::start(cfg).expect("server starts")
+}
+
+pub struct Client {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(server: &Server) -> Client {
+        let s = TcpStream::connect(server.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { s, buf: Vec::new() }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    pub fn cmd(&mut self, args: &[&str]) -> Reply {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        let mut out = Vec::new();
+        encode_command(&a, &mut out);
+        self.send_raw(&out);
+        self.read()
+    }
+
+    /// Reads one reply (panics on timeout or close).
+    pub fn read(&mut self) -> Reply {
+        loop {
+            if let Some((r, used)) = parse_reply(&self.buf).expect("valid reply") {
+                self.buf.drain(..used);
+                return r;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.s.read(&mut chunk).expect("read");
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// True if the server closed the connection (after draining what it sent).
+    pub fn closed(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.s.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+pub fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+pub fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}

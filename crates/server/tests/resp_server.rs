@@ -1,0 +1,173 @@
+//! Connection commands, errors, authentication and hostile input over a real socket.
+
+mod common;
+use common::{bulk, ok, start, start_with, Client};
+use directkv_proto::resp::Reply;
+use directkv_server::ServerConfig;
+
+#[test]
+fn connection_commands() {
+    let srv = start(1);
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert_eq!(c.cmd(&["PING", "hi"]), bulk("hi"));
+    assert_eq!(c.cmd(&["ECHO", "x y"]), bulk("x y"));
+    assert_eq!(c.cmd(&["SELECT", "0"]), ok());
+    assert_eq!(
+        c.cmd(&["SELECT", "1"]),
+        Reply::Error("ERR DB index is out of range".into())
+    );
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "me"]), ok());
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), bulk("me"));
+    match c.cmd(&["CONFIG", "GET", "appendonly"]) {
+        Reply::Array(Some(v)) => assert_eq!(v, vec![bulk("appendonly"), bulk("no")]),
+        r => panic!("{r:?}"),
+    }
+    match c.cmd(&["INFO"]) {
+        Reply::Bulk(Some(t)) => assert!(String::from_utf8(t)
+            .unwrap()
+            .contains("connected_clients:1")),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(
+        c.cmd(&["NOSUCH", "a", "b"]),
+        Reply::Error("ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' ".into())
+    );
+    assert_eq!(
+        c.cmd(&["GET"]),
+        Reply::Error("ERR wrong number of arguments for 'get' command".into())
+    );
+    // The connection is still usable after errors.
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    srv.stop();
+}
+
+#[test]
+fn hello_switches_to_resp3() {
+    let srv = start(1);
+    let mut c = Client::connect(&srv);
+    match c.cmd(&["HELLO", "3"]) {
+        Reply::Map(m) => assert!(m.contains(&(bulk("proto"), Reply::Integer(3)))),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(c.cmd(&["GET", "missing"]), Reply::Null);
+    assert_eq!(
+        c.cmd(&["HELLO", "4"]),
+        Reply::Error("NOPROTO sorry, this protocol version is not supported".into())
+    );
+    srv.stop();
+}
+
+#[test]
+fn requirepass_gates_commands() {
+    let srv = start_with(ServerConfig {
+        port: 0,
+        shards: 1,
+        memory_bytes: 8 << 20,
+        requirepass: Some("pw".into()),
+        ..Default::default()
+    });
+    let mut c = Client::connect(&srv);
+    assert_eq!(
+        c.cmd(&["GET", "k"]),
+        Reply::Error("NOAUTH Authentication required.".into())
+    );
+    assert_eq!(
+        c.cmd(&["AUTH", "bad"]),
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(c.cmd(&["AUTH", "pw"]), ok());
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    srv.stop();
+}
+
+#[test]
+fn non_loopback_bind_without_password_is_refused() {
+    let err = directkv_server::Server::start(ServerConfig {
+        bind: "0.0.0.0".into(),
+        port: 0,
+        ..Default::default()
+    })
+    .err()
+    .unwrap();
+    assert!(err.contains("requirepass"), "{err}");
+}
+
+#[test]
+fn malformed_input_gets_a_protocol_error_and_others_are_unaffected() {
+    let srv = start(2);
+    let mut good = Client::connect(&srv);
+    assert_eq!(good.cmd(&["SET", "k", "v"]), ok());
+    let mut bad = Client::connect(&srv);
+    bad.send_raw(b"*1\r\n$x\r\n");
+    assert_eq!(
+        bad.read(),
+        Reply::Error("ERR Protocol error: invalid bulk length".into())
+    );
+    assert!(bad.closed());
+    let mut bad2 = Client::connect(&srv);
+    bad2.send_raw(b"*99999999999\r\n");
+    assert!(matches!(bad2.read(), Reply::Error(e) if e.starts_with("ERR Protocol error")));
+    let mut bad3 = Client::connect(&srv);
+    bad3.send_raw(b"SET \"unbalanced\r\n");
+    assert_eq!(
+        bad3.read(),
+        Reply::Error("ERR Protocol error: unbalanced quotes in request".into())
+    );
+    // Inline commands work and the good client is unaffected.
+    let mut inline = Client::connect(&srv);
+    inline.send_raw(b"GET k\r\n");
+    assert_eq!(inline.read(), bulk("v"));
+    assert_eq!(good.cmd(&["GET", "k"]), bulk("v"));
+    srv.stop();
+}
+
+#[test]
+fn oversized_values_are_rejected_and_the_store_is_unchanged() {
+    let srv = start_with(ServerConfig {
+        port: 0,
+        shards: 1,
+        memory_bytes: 8 << 20,
+        value_len_max: 1000,
+        ..Default::default()
+    });
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["SET", "k", "small"]), ok());
+    let big = "x".repeat(1001);
+    assert!(matches!(c.cmd(&["SET", "k", &big]), Reply::Error(e) if e.contains("value_len_max")));
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("small"));
+    let long_key = "k".repeat(251);
+    assert!(
+        matches!(c.cmd(&["SET", &long_key, "v"]), Reply::Error(e) if e.contains("key_len_max"))
+    );
+    srv.stop();
+}
+
+#[test]
+fn dkv_vector_commands() {
+    let srv = start(2);
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["DKV.VSET", "v", "u32", "1", "5", "9"]), ok());
+    let nums = |v: &[&str]| Reply::Array(Some(v.iter().map(|s| bulk(s)).collect()));
+    assert_eq!(
+        c.cmd(&["DKV.UPDATEV", "v", "mul", "u32", "2"]),
+        nums(&["1", "5", "9"])
+    );
+    assert_eq!(c.cmd(&["DKV.VGET", "v", "u32"]), nums(&["2", "10", "18"]));
+    assert_eq!(
+        c.cmd(&["DKV.UPDATEVV", "v", "add", "u32", "1", "1", "1"]),
+        nums(&["2", "10", "18"])
+    );
+    assert_eq!(c.cmd(&["DKV.REDUCE", "v", "sum", "u32", "0"]), bulk("33"));
+    assert_eq!(
+        c.cmd(&["DKV.FILTER", "v", "gt", "u32", "5"]),
+        nums(&["11", "19"])
+    );
+    assert_eq!(c.cmd(&["DKV.UPDATE", "ctr", "add", "i64", "-5"]), bulk("0"));
+    assert_eq!(c.cmd(&["DKV.UPDATE", "ctr", "add", "i64", "1"]), bulk("-5"));
+    assert!(matches!(c.cmd(&["DKV.VGET", "v", "u64"]), Reply::Error(_)));
+    assert!(
+        matches!(c.cmd(&["DKV.UPDATE", "v", "nosuch", "u32", "1"]), Reply::Error(e) if e.contains("unknown function"))
+    );
+    srv.stop();
+}
