@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds directkv and runs it with sensible defaults. Until the server lands (issue 3) this runs
-# the in-process engine benchmark: a 2 GiB arena of 10-byte key-values filled to 50%.
+# Builds directkv and serves it with sensible defaults: RESP on 127.0.0.1:7070, one shard per
+# core, 1 GiB of memory. Extra flags go to `directkv serve` (see --help). Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo not found: install rustup first" >&2; exit 1; }
 cargo build --release -p directkv
-exec ./target/release/directkv bench engine "$@"
+exec ./target/release/directkv serve "$@"

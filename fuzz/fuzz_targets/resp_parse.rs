@@ -4,7 +4,7 @@
 //!   input ──parse_command──► Complete: re-encode the args as multibulk, parse again, same args;
 //!     │                                every proper prefix of the command is Incomplete;
 //!     │                                the rest of the input is parsed the same way (pipelining)
-//!     │                      Invalid:  still Invalid, with the same error, with bytes appended
+//!     │                      Invalid:  the same error with bytes appended
 //!     │                      Incomplete: stop
 //!     └──parse_reply──► must not panic; a whole reply consumed within the input
 //! ```
@@ -64,8 +64,16 @@ fuzz_target!(|data: &[u8]| {
             }
             Parse::Invalid(error) => {
                 assert!(args.is_empty());
+                // Nothing appended rescues it or changes the error: neither a line end and a
+                // valid command, nor a run of bytes longer than any inline line.
                 let mut longer = rest.to_vec();
                 longer.extend_from_slice(b"\r\n*1\r\n$1\r\nx\r\n");
+                assert_eq!(
+                    parse_command(&longer, &LIMITS, &mut again),
+                    Parse::Invalid(error)
+                );
+                longer.truncate(rest.len());
+                longer.resize(rest.len() + LIMITS.inline_len_max + 2, b'x');
                 assert_eq!(
                     parse_command(&longer, &LIMITS, &mut again),
                     Parse::Invalid(error)

@@ -2,8 +2,8 @@
 //!
 //! What: the server side parses requests (`parse_command`: multibulk `*N\r\n$len\r\n...` and
 //! inline `SET k v\n` lines) and writes replies in RESP2 or RESP3 (`RespWriter`, plus the exact
-//! Redis error texts in `error_text`); the client side encodes requests (`encode_command`) and
-//! parses replies (`parse_reply`).
+//! Redis error texts from the `err_*` functions); the client side encodes requests
+//! (`encode_command`) and parses replies (`parse_reply`).
 //!
 //! Goals:
 //! - Byte-for-byte Redis behaviour where clients can see it: the same protocol error texts, the
@@ -12,11 +12,24 @@
 //!   owns the buffers and the sockets. "Need more bytes" (`Parse::Incomplete`) and "this is not
 //!   RESP" (`Parse::Invalid`) are separate answers, and `Incomplete` is never given for input
 //!   that no further bytes could make valid: lengths are checked against the limits digit by
-//!   digit, before any of the bytes they announce arrive.
+//!   digit, before any of the bytes they announce arrive, and an unfinished inline line is
+//!   checked for broken quoting as it grows. A verdict of `Invalid` (and its error) or
+//!   `Complete` never changes when more bytes are appended.
 //! - Zero-copy requests: a multibulk command's arguments are ranges into the caller's input
 //!   buffer, collected in a caller-owned `Args` that is reused from command to command, so a
 //!   warmed-up connection parses without allocating. Only inline commands, whose arguments may
 //!   need unescaping, are copied, into the scratch buffer inside `Args`.
+//!
+//! Deliberate differences from Redis, none of which a well-formed client can see:
+//! - The `\r` of a count or length line must be followed by `\n`, and a bulk payload by `\r\n`;
+//!   Redis skips those bytes unchecked. Both give Redis' length error texts.
+//! - Verdicts come as early as the bytes allow; Redis waits for the end of a line.
+//! - Inline lines: a NUL byte is data (Redis stops at it, splitting a C string); the length
+//!   limit holds for every line, not only for one still waiting for its `\n`; `args_max` also
+//!   bounds the word count.
+//! - Redis' tighter limits before AUTH (10 arguments, 16 KiB strings) are not built in: the
+//!   server can pass smaller `RespLimits` until the client authenticates, and the errors then
+//!   say "invalid" where Redis says "unauthenticated".
 //!
 //! Non-goals: I/O, async, buffering, command semantics (the server dispatches on `Command`),
 //! resumable parsing (a call after `Incomplete` starts again from the first byte; bulk payloads
@@ -44,7 +57,8 @@
 //!                     ▼
 //!                   Complete { consumed } (an empty line gives zero args: the caller skips it)
 //!
-//!   Running out of bytes in any state before Complete is Incomplete.
+//!   Running out of bytes before Complete is Incomplete, unless the bytes so far already break
+//!   a rule (a length over its limit, a bad byte, a closed quote followed by a non-blank).
 //! ```
 
 mod command;

@@ -20,42 +20,51 @@ use std::ops::Range;
 use super::command::{Parse, RespLimits};
 use super::error::ProtocolError;
 
+/// Parses the inline command at the start of `input` (which does not start with `*`).
+///
+/// The verdict never changes as bytes are appended: a line that breaks a quoting rule or has
+/// too many words is refused as soon as the offending byte arrives, even before its `\n`, and a
+/// line too long is refused for the first such rule broken within its first `inline_len_max`
+/// bytes, or else for its length.
 pub(super) fn parse_inline(
     input: &[u8],
     limits: &RespLimits,
     ranges: &mut Vec<Range<usize>>,
     scratch: &mut Vec<u8>,
 ) -> Parse {
+    let len_max = limits.inline_len_max;
     // A line of `inline_len_max` bytes plus `\r\n` is the longest acceptable; look no further.
-    let window = &input[..input.len().min(limits.inline_len_max.saturating_add(2))];
-    let Some(newline) = window.iter().position(|&byte| byte == b'\n') else {
-        let may_fit = input.len() <= limits.inline_len_max
-            || (input.len() == limits.inline_len_max.saturating_add(1)
-                && input.last() == Some(&b'\r'));
-        if !may_fit {
-            return Parse::Invalid(ProtocolError::InlineTooBig);
+    let window = &input[..input.len().min(len_max.saturating_add(2))];
+    match window.iter().position(|&byte| byte == b'\n') {
+        Some(newline) => {
+            let line_end = newline - usize::from(newline > 0 && input[newline - 1] == b'\r');
+            if line_end <= len_max {
+                return match split_words(&input[..line_end], limits.args_max, ranges, scratch) {
+                    Ok(()) => Parse::Complete {
+                        consumed: newline + 1,
+                    },
+                    Err(SplitError::Unterminated) => {
+                        Parse::Invalid(ProtocolError::UnbalancedQuotes)
+                    }
+                    Err(SplitError::Invalid(error)) => Parse::Invalid(error),
+                };
+            }
         }
-        // The line so far may already break a rule that no later byte can repair: a closing
-        // quote followed by a non-blank, or too many words. Say so now rather than wait.
-        return match split_words(input, limits.args_max, ranges, scratch) {
-            Err(SplitError::Invalid(error)) => Parse::Invalid(error),
-            Ok(()) | Err(SplitError::Unterminated) => Parse::Incomplete,
-        };
-    };
-    let line_end = if newline > 0 && input[newline - 1] == b'\r' {
-        newline - 1
-    } else {
-        newline
-    };
-    if line_end > limits.inline_len_max {
-        return Parse::Invalid(ProtocolError::InlineTooBig);
+        None => {
+            let may_fit = input.len() <= len_max
+                || (input.len() == len_max.saturating_add(1) && input.last() == Some(&b'\r'));
+            if may_fit {
+                return match split_words(input, limits.args_max, ranges, scratch) {
+                    Err(SplitError::Invalid(error)) => Parse::Invalid(error),
+                    Ok(()) | Err(SplitError::Unterminated) => Parse::Incomplete,
+                };
+            }
+        }
     }
-    match split_words(&input[..line_end], limits.args_max, ranges, scratch) {
-        Ok(()) => Parse::Complete {
-            consumed: newline + 1,
-        },
-        Err(SplitError::Unterminated) => Parse::Invalid(ProtocolError::UnbalancedQuotes),
+    // Too long: `input` holds more than `inline_len_max` bytes before any newline.
+    match split_words(&input[..len_max], limits.args_max, ranges, scratch) {
         Err(SplitError::Invalid(error)) => Parse::Invalid(error),
+        Ok(()) | Err(SplitError::Unterminated) => Parse::Invalid(ProtocolError::InlineTooBig),
     }
 }
 

@@ -1,0 +1,336 @@
+//! The numbers the native protocol shares with the engine: opcodes, element types, function ids
+//! and per-operation status codes.
+//!
+//! What: the protocol's own copy of the engine's wire numbering, so that `proto` depends on
+//! nothing in the workspace and the server maps every number 1:1:
+//!
+//! ```text
+//!   OpCode    0 get  1 put  2 put_nx  3 put_xx  4 delete  5 cas  6 update_s2s  7 update_s2v
+//!             8 update_v2v  9 reduce  10 filter                 (engine OpKind)
+//!   ElemCode  0 u8 1 u16 2 u32 3 u64 4 i8 5 i16 6 i32 7 i64 8 f32 9 f64   (engine ElemType)
+//!   func      update 0.., reduce 32.., filter 64.., user 1024..        (engine ops::builtin)
+//!   status    0 ok  1 not found  2 not stored  3 cas mismatch  0x80|e error e (1..=63)
+//!                                                                  (engine Status::code)
+//! ```
+//!
+//! Goals: one place a reviewer compares against the engine; names for messages.
+//! Non-goals: semantics (the engine decides what a function does with an element type); the
+//! codec passes function ids and element codes through unchecked, so an unknown one fails only
+//! its own operation, in the engine.
+
+/// What an operation does. The discriminant is the wire code (the engine's `OpKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpCode {
+    Get = 0,
+    Put = 1,
+    PutNx = 2,
+    PutXx = 3,
+    Delete = 4,
+    Cas = 5,
+    UpdateS2S = 6,
+    UpdateS2V = 7,
+    UpdateV2V = 8,
+    Reduce = 9,
+    Filter = 10,
+}
+
+/// Number of opcodes; codes `OP_CODE_COUNT..=15` are unassigned.
+pub const OP_CODE_COUNT: usize = 11;
+
+impl OpCode {
+    /// Every opcode, in code order.
+    pub const ALL: [OpCode; OP_CODE_COUNT] = [
+        OpCode::Get,
+        OpCode::Put,
+        OpCode::PutNx,
+        OpCode::PutXx,
+        OpCode::Delete,
+        OpCode::Cas,
+        OpCode::UpdateS2S,
+        OpCode::UpdateS2V,
+        OpCode::UpdateV2V,
+        OpCode::Reduce,
+        OpCode::Filter,
+    ];
+
+    /// The wire code.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The opcode with wire code `code`.
+    pub fn from_code(code: u8) -> Option<OpCode> {
+        OpCode::ALL.get(usize::from(code)).copied()
+    }
+
+    /// True if the operation carries a function id and an element type.
+    pub const fn has_func(self) -> bool {
+        matches!(
+            self,
+            OpCode::UpdateS2S
+                | OpCode::UpdateS2V
+                | OpCode::UpdateV2V
+                | OpCode::Reduce
+                | OpCode::Filter
+        )
+    }
+
+    /// True if the operation carries an argument (`arg`): all but get and delete.
+    pub const fn has_arg(self) -> bool {
+        !matches!(self, OpCode::Get | OpCode::Delete)
+    }
+
+    /// True if the operation carries a second argument (`arg2`): only cas.
+    pub const fn has_arg2(self) -> bool {
+        matches!(self, OpCode::Cas)
+    }
+
+    /// Lower-case name, as in the engine.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpCode::Get => "get",
+            OpCode::Put => "put",
+            OpCode::PutNx => "put_nx",
+            OpCode::PutXx => "put_xx",
+            OpCode::Delete => "delete",
+            OpCode::Cas => "cas",
+            OpCode::UpdateS2S => "update_scalar2scalar",
+            OpCode::UpdateS2V => "update_scalar2vector",
+            OpCode::UpdateV2V => "update_vector2vector",
+            OpCode::Reduce => "reduce",
+            OpCode::Filter => "filter",
+        }
+    }
+}
+
+/// Element type of a vector value. The discriminant is the wire code (the engine's `ElemType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ElemCode {
+    U8 = 0,
+    U16 = 1,
+    U32 = 2,
+    U64 = 3,
+    I8 = 4,
+    I16 = 5,
+    I32 = 6,
+    I64 = 7,
+    F32 = 8,
+    F64 = 9,
+}
+
+impl ElemCode {
+    /// Every element type, in code order.
+    pub const ALL: [ElemCode; 10] = [
+        ElemCode::U8,
+        ElemCode::U16,
+        ElemCode::U32,
+        ElemCode::U64,
+        ElemCode::I8,
+        ElemCode::I16,
+        ElemCode::I32,
+        ElemCode::I64,
+        ElemCode::F32,
+        ElemCode::F64,
+    ];
+
+    /// The wire code.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The element type with wire code `code`.
+    pub fn from_code(code: u8) -> Option<ElemCode> {
+        ElemCode::ALL.get(usize::from(code)).copied()
+    }
+
+    /// Width of one element in bytes.
+    pub const fn width(self) -> usize {
+        match self {
+            ElemCode::U8 | ElemCode::I8 => 1,
+            ElemCode::U16 | ElemCode::I16 => 2,
+            ElemCode::U32 | ElemCode::I32 | ElemCode::F32 => 4,
+            ElemCode::U64 | ElemCode::I64 | ElemCode::F64 => 8,
+        }
+    }
+
+    /// Lower-case name: "u8" ... "f64".
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemCode::U8 => "u8",
+            ElemCode::U16 => "u16",
+            ElemCode::U32 => "u32",
+            ElemCode::U64 => "u64",
+            ElemCode::I8 => "i8",
+            ElemCode::I16 => "i16",
+            ElemCode::I32 => "i32",
+            ElemCode::I64 => "i64",
+            ElemCode::F32 => "f32",
+            ElemCode::F64 => "f64",
+        }
+    }
+}
+
+// Both tables must be in code order for `from_code` to be a plain index.
+const _: () = {
+    let mut i = 0;
+    while i < OpCode::ALL.len() {
+        assert!(OpCode::ALL[i] as usize == i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < ElemCode::ALL.len() {
+        assert!(ElemCode::ALL[i] as usize == i);
+        i += 1;
+    }
+    // Opcodes live in the low nibble of the op header byte.
+    assert!(OP_CODE_COUNT <= 16);
+};
+
+/// Built-in function ids (the engine's `ops::builtin::FN_*`).
+pub mod func {
+    // Update functions: scalar2scalar, scalar2vector, vector2vector.
+    pub const ADD: u16 = 0;
+    pub const SUB: u16 = 1;
+    pub const MUL: u16 = 2;
+    pub const MIN: u16 = 3;
+    pub const MAX: u16 = 4;
+    pub const AND: u16 = 5;
+    pub const OR: u16 = 6;
+    pub const XOR: u16 = 7;
+    /// Set: the result is the delta.
+    pub const SWAP: u16 = 8;
+    /// Two parameters: the delta is `expected ++ new`.
+    pub const CAS: u16 = 9;
+    pub const SAT_ADD: u16 = 10;
+    pub const SAT_SUB: u16 = 11;
+    pub const DIV: u16 = 12;
+    // Reduce functions.
+    pub const SUM: u16 = 32;
+    pub const RMIN: u16 = 33;
+    pub const RMAX: u16 = 34;
+    /// Sigma and result are u64 LE whatever the element type.
+    pub const COUNT: u16 = 35;
+    /// Sigma and result are u64 LE whatever the element type.
+    pub const COUNT_NONZERO: u16 = 36;
+    // Filter functions.
+    pub const EQ: u16 = 64;
+    pub const NE: u16 = 65;
+    pub const LT: u16 = 66;
+    pub const LE: u16 = 67;
+    pub const GT: u16 = 68;
+    pub const GE: u16 = 69;
+    pub const NONZERO: u16 = 70;
+    /// Ids from here up are user functions registered at server start.
+    pub const USER_MIN: u16 = 1024;
+}
+
+/// Per-operation status codes (the engine's `Status::code` and `OpError::code`).
+pub mod status {
+    pub const OK: u8 = 0;
+    pub const NOT_FOUND: u8 = 1;
+    pub const NOT_STORED: u8 = 2;
+    pub const CAS_MISMATCH: u8 = 3;
+    /// Set in every error status; the low six bits are the error code.
+    pub const ERROR: u8 = 0x80;
+    /// Largest error code: bit 6 of a status byte on the wire means "data follows".
+    pub const ERROR_CODE_MAX: u8 = 0x3F;
+
+    // Error codes (`OpError::code`), sent as `ERROR | code`.
+    pub const ERR_KEY_EMPTY: u8 = 1;
+    pub const ERR_KEY_TOO_LONG: u8 = 2;
+    pub const ERR_VALUE_TOO_LARGE: u8 = 3;
+    pub const ERR_WRONG_WIDTH: u8 = 4;
+    pub const ERR_LENGTH_MISMATCH: u8 = 5;
+    pub const ERR_UNKNOWN_FUNCTION: u8 = 6;
+    pub const ERR_WRONG_FUNCTION_KIND: u8 = 7;
+    pub const ERR_UNSUPPORTED_TYPE: u8 = 8;
+    pub const ERR_DIVISION_BY_ZERO: u8 = 9;
+    pub const ERR_UNKNOWN_ELEM_TYPE: u8 = 10;
+    pub const ERR_OUT_OF_MEMORY: u8 = 11;
+    pub const ERR_USER_FUNCTION: u8 = 12;
+
+    /// The status of error `code`.
+    pub const fn error(code: u8) -> u8 {
+        ERROR | (code & ERROR_CODE_MAX)
+    }
+
+    /// True if `status` is an error.
+    pub const fn is_error(status: u8) -> bool {
+        status & ERROR != 0
+    }
+
+    /// A short description of `status` for messages ("not found", "division by zero", ...).
+    pub fn name(status: u8) -> &'static str {
+        match status {
+            OK => "ok",
+            NOT_FOUND => "not found",
+            NOT_STORED => "not stored",
+            CAS_MISMATCH => "cas mismatch",
+            s if is_error(s) => match s & !ERROR {
+                ERR_KEY_EMPTY => "key is empty",
+                ERR_KEY_TOO_LONG => "key too long",
+                ERR_VALUE_TOO_LARGE => "value too large",
+                ERR_WRONG_WIDTH => "value is not a whole number of elements",
+                ERR_LENGTH_MISMATCH => "operand length does not match the value",
+                ERR_UNKNOWN_FUNCTION => "unknown function id",
+                ERR_WRONG_FUNCTION_KIND => "function cannot be used with this operation",
+                ERR_UNSUPPORTED_TYPE => "function does not support this element type",
+                ERR_DIVISION_BY_ZERO => "division by zero",
+                ERR_UNKNOWN_ELEM_TYPE => "unknown element type",
+                ERR_OUT_OF_MEMORY => "out of memory",
+                ERR_USER_FUNCTION => "user function failed",
+                _ => "unknown error",
+            },
+            _ => "unknown status",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_round_trip_and_families() {
+        for (i, op) in OpCode::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(op.code()), i);
+            assert_eq!(OpCode::from_code(op.code()), Some(op));
+            // Every operation with a function has exactly one argument.
+            if op.has_func() {
+                assert!(op.has_arg() && !op.has_arg2());
+            }
+        }
+        assert_eq!(OpCode::from_code(11), None);
+        assert_eq!(OpCode::from_code(255), None);
+        assert!(!OpCode::Get.has_arg() && !OpCode::Delete.has_arg());
+        assert!(OpCode::Cas.has_arg() && OpCode::Cas.has_arg2());
+        assert_eq!(OpCode::UpdateV2V.name(), "update_vector2vector");
+    }
+
+    #[test]
+    fn elem_codes_match_engine_numbering() {
+        let widths = [1, 2, 4, 8, 1, 2, 4, 8, 4, 8];
+        for (i, e) in ElemCode::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(e.code()), i);
+            assert_eq!(ElemCode::from_code(e.code()), Some(e));
+            assert_eq!(e.width(), widths[i]);
+        }
+        assert_eq!(ElemCode::from_code(10), None);
+        assert_eq!(ElemCode::F64.name(), "f64");
+    }
+
+    #[test]
+    fn status_codes_leave_the_data_bit_free() {
+        for code in 1..=status::ERROR_CODE_MAX {
+            let s = status::error(code);
+            assert!(status::is_error(s));
+            assert_eq!(s & 0x40, 0);
+        }
+        assert_eq!(status::error(status::ERR_DIVISION_BY_ZERO), 0x89);
+        assert_eq!(status::name(0x89), "division by zero");
+        assert_eq!(status::name(status::CAS_MISMATCH), "cas mismatch");
+        assert_eq!(status::name(7), "unknown status");
+    }
+}
