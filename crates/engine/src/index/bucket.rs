@@ -77,6 +77,12 @@ pub fn lanes_equal(codes: u32, c: u8) -> u32 {
     !(x | (x >> 1) | (x >> 2)) & LANE_LOW
 }
 
+/// Lanes (bit 3s set) holding a pointer: codes 3..=7, i.e. the lane's top bit set or exactly 3.
+#[inline(always)]
+pub fn pointer_lanes(codes: u32) -> u32 {
+    ((codes >> 2) & LANE_LOW) | lanes_equal(codes, code::PTR_SMALL_FIRST)
+}
+
 /// A decoded inline entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InlineEntry {

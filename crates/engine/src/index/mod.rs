@@ -257,8 +257,7 @@ impl Table {
         }
         let sec = secondary_hash(h);
         let codes = b.codes();
-        let high = (codes >> 2) & 0b001_001_001_001_001_001_001_001_001_001;
-        let mut ptrs = high | bucket::lanes_equal(codes, code::PTR_SMALL_FIRST);
+        let mut ptrs = bucket::pointer_lanes(codes);
         while ptrs != 0 {
             let s = ptrs.trailing_zeros() as usize / 3;
             ptrs &= ptrs - 1;
@@ -331,9 +330,7 @@ impl Table {
         acc: &mut Access,
     ) -> Option<Loc> {
         let codes = b.codes();
-        // Pointer codes are 3..=7: the lane's top bit set, or exactly 3.
-        let high = (codes >> 2) & 0b001_001_001_001_001_001_001_001_001_001;
-        let mut ptrs = high | bucket::lanes_equal(codes, code::PTR_SMALL_FIRST);
+        let mut ptrs = bucket::pointer_lanes(codes);
         while ptrs != 0 {
             let s = ptrs.trailing_zeros() as usize / 3;
             ptrs &= ptrs - 1;
