@@ -21,8 +21,6 @@ use crate::cmd::{self, Planned, Session};
 use crate::plan::{Outcome, Pending, Recipe};
 use crate::shard::{count_connection, Job, ShardCtx};
 
-/// First byte of a native protocol frame.
-pub const NATIVE_MAGIC: u8 = 0xD7;
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
 pub async fn serve(
@@ -81,10 +79,8 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
             Ok(n) => n,
         };
         input.truncate(start + n);
-        if start == 0 && input[0] == NATIVE_MAGIC {
-            let _ = s
-                .write_all(b"-ERR native protocol not served yet on this port\r\n")
-                .await;
+        if start == 0 && directkv_proto::native::is_native(input[0]) {
+            crate::native_conn::serve(ctx, s, input).await;
             return;
         }
         let mut used = 0;
@@ -193,6 +189,12 @@ async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
     if p.is_empty() {
         return;
     }
+    let outcome = execute(ctx, p).await;
+    render(p, &outcome, v, out);
+}
+
+/// Executes the pending operations: the local shard's directly, the others' over their queues.
+pub(crate) async fn execute(ctx: &ShardCtx, p: &mut Pending) -> Outcome {
     let shards = ctx.shards();
     let mut per_shard: Vec<Option<Results>> = (0..shards).map(|_| None).collect();
     let mut waits = Vec::new();
@@ -223,7 +225,7 @@ async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
             per_shard[s] = Some(r);
         }
     }
-    render(p, &Outcome { per_shard }, v, out);
+    Outcome { per_shard }
 }
 
 fn render(p: &Pending, o: &Outcome, v: Version, out: &mut Vec<u8>) {

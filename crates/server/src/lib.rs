@@ -11,14 +11,15 @@
 //! ```
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
-//! shutdown. Non-goals (yet): the native protocol and UDP on this port, metrics over HTTP
-//! (issue 3 continues).
+//! shutdown. Not yet (issue 3 continues): native protocol over UDP, ATTACH moving a connection
+//! to another shard, Prometheus metrics over HTTP.
 
 pub mod batch;
 pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod info;
+pub mod native_conn;
 pub mod plan;
 pub mod shard;
 

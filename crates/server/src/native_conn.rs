@@ -1,0 +1,182 @@
+//! The native protocol on a TCP connection: length-prefixed frames of many operations, answered
+//! in order (docs/protocol.md). Each REQUEST frame becomes one batch per shard, like a RESP read.
+//!
+//! With `requirepass`, the client must send HELLO with the password before anything else; a
+//! connection that does not is closed.
+
+use std::time::Duration;
+
+use directkv_engine::{ElemType, Op, OpKind, Status};
+use directkv_proto::native::{
+    self, encode_response, encode_response_frame, HelloReply, NativeLimits, NativeOp, Request,
+    Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::plan::Pending;
+use crate::shard::ShardCtx;
+
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// An operation that failed before reaching the engine (its status code), or its index in the
+/// plan.
+enum Slot {
+    Planned(usize),
+    Failed(u8),
+}
+
+pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
+    let limits = NativeLimits {
+        key_len_max: ctx.cfg.key_len_max as u8,
+        value_len_max: ctx.cfg.value_len_max as u32,
+        ..NativeLimits::DEFAULT
+    };
+    let mut authenticated = ctx.cfg.requirepass.is_none();
+    let mut pending = Pending::new(ctx.shards());
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut out = Vec::with_capacity(READ_CHUNK_BYTES);
+    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    loop {
+        let mut used = 0;
+        let mut close = false;
+        loop {
+            match native::decode_request(&input[used..], &limits) {
+                Ok(None) => break,
+                Err(e) => {
+                    let frame = ResponseFrame {
+                        request_id: e.request_id,
+                        body: Response::Error(e.reply()),
+                    };
+                    let _ = encode_response_frame(&frame, &limits, &mut out);
+                    match e.skip {
+                        Some(n) => used += n,
+                        None => {
+                            close = true;
+                            break;
+                        }
+                    }
+                }
+                Ok(Some((frame, n))) => {
+                    used += n;
+                    let id = frame.request_id;
+                    match frame.body {
+                        Request::Hello(h) => {
+                            if let Some(want) = &ctx.cfg.requirepass {
+                                authenticated = want.as_bytes() == h.password;
+                            }
+                            if !authenticated {
+                                close = true;
+                                break;
+                            }
+                            let reply = HelloReply {
+                                limits,
+                                shard_map: ShardMap {
+                                    hash: HASH_XXH3_64,
+                                    ports: vec![SHARD_PORT_ATTACH; ctx.shards()],
+                                },
+                                server_name: format!("directkv {}", env!("CARGO_PKG_VERSION")),
+                            };
+                            let _ = encode_response_frame(
+                                &ResponseFrame {
+                                    request_id: id,
+                                    body: Response::Hello(reply),
+                                },
+                                &limits,
+                                &mut out,
+                            );
+                        }
+                        _ if !authenticated => {
+                            close = true;
+                            break;
+                        }
+                        Request::Ping(p) => {
+                            let _ = encode_response_frame(
+                                &ResponseFrame {
+                                    request_id: id,
+                                    body: Response::Pong(p),
+                                },
+                                &limits,
+                                &mut out,
+                            );
+                        }
+                        Request::Attach(shard) => {
+                            // Connections stay on the shard that accepted them for now; the reply
+                            // names that shard so a client can tell ATTACH was not honoured.
+                            let _ = shard;
+                            let reply = ResponseFrame {
+                                request_id: id,
+                                body: Response::Attach(ctx.id as u16),
+                            };
+                            let _ = encode_response_frame(&reply, &limits, &mut out);
+                        }
+                        Request::Ops(batch) => {
+                            pending.clear();
+                            slots.clear();
+                            for op in batch.iter() {
+                                slots.push(plan_op(&mut pending, &op));
+                            }
+                            let outcome = crate::conn::execute(ctx, &mut pending).await;
+                            let results: Vec<ResponseOp> = slots
+                                .iter()
+                                .map(|slot| match *slot {
+                                    Slot::Failed(status) => ResponseOp { status, data: &[] },
+                                    Slot::Planned(i) => {
+                                        let (st, data) = outcome.get(&pending, i);
+                                        ResponseOp {
+                                            status: st.code(),
+                                            data,
+                                        }
+                                    }
+                                })
+                                .collect();
+                            if encode_response(id, &results, &limits, &mut out).is_err() {
+                                close = true;
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        input.drain(..used);
+        if !out.is_empty() {
+            match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+            out.clear();
+        }
+        if close || input.len() > limits.frame_len_max as usize {
+            return;
+        }
+        let start = input.len();
+        input.resize(start + READ_CHUNK_BYTES, 0);
+        match s.read(&mut input[start..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => input.truncate(start + n),
+        }
+    }
+}
+
+/// Translates a wire operation into an engine operation (the numbers are the same; the
+/// `protocol_mirrors` test keeps them so).
+fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
+    let Some(kind) = OpKind::from_code(op.kind.code()) else {
+        return Slot::Failed(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
+    };
+    let elem = match ElemType::from_code(op.elem) {
+        Ok(e) => e,
+        Err(e) => return Slot::Failed(Status::Error(e).code()),
+    };
+    let engine_op = Op {
+        kind,
+        key: op.key,
+        arg: op.arg,
+        arg2: op.arg2,
+        func: op.func,
+        elem,
+        no_return: op.is_no_return(),
+    };
+    Slot::Planned(p.op(&engine_op))
+}

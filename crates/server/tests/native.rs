@@ -1,0 +1,138 @@
+//! The native protocol over a real socket: HELLO with the shard map, batches of every family
+//! across shards, PING, and a malformed frame.
+
+mod common;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use common::start;
+use directkv_proto::native::{
+    decode_response, encode_request, encode_request_frame, func, status, ElemCode, Hello,
+    NativeLimits, NativeOp, Request, RequestFrame, Response,
+};
+
+struct Native {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Native {
+    fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// Reads one response frame and hands it to `f`.
+    fn read<T>(&mut self, f: impl FnOnce(Response<'_>) -> T) -> T {
+        loop {
+            if let Some((frame, n)) =
+                decode_response(&self.buf, &NativeLimits::DEFAULT).expect("valid response")
+            {
+                let r = f(frame.body);
+                self.buf.drain(..n);
+                return r;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.s.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+#[test]
+fn hello_ping_and_batches_across_shards() {
+    let srv = start(3);
+    let mut c = Native {
+        s: TcpStream::connect(srv.addr()).unwrap(),
+        buf: Vec::new(),
+    };
+    let mut out = Vec::new();
+    let hello = RequestFrame {
+        request_id: 1,
+        body: Request::Hello(Hello {
+            password: b"",
+            client_name: b"test",
+        }),
+    };
+    encode_request_frame(&hello, &NativeLimits::DEFAULT, &mut out).unwrap();
+    c.send(&out);
+    let shards = c.read(|r| match r {
+        Response::Hello(h) => h.shard_map.shard_count(),
+        r => panic!("{r:?}"),
+    });
+    assert_eq!(shards, 3);
+
+    let keys: Vec<Vec<u8>> = (0..100u32).map(|i| format!("n{i}").into_bytes()).collect();
+    let one = 1u64.to_le_bytes();
+    let mut ops = Vec::new();
+    for k in &keys {
+        ops.push(NativeOp::put(k, b"12345678"));
+        ops.push(NativeOp::update_s2s(k, func::ADD, ElemCode::U64, &one));
+        ops.push(NativeOp::get(k));
+    }
+    ops.push(NativeOp::get(b"missing"));
+    out.clear();
+    encode_request(2, &ops, &NativeLimits::DEFAULT, &mut out).unwrap();
+    c.send(&out);
+    let results: Vec<(u8, Vec<u8>)> = c.read(|r| match r {
+        Response::Ops(b) => b.iter().map(|o| (o.status, o.data.to_vec())).collect(),
+        r => panic!("{r:?}"),
+    });
+    assert_eq!(results.len(), 301);
+    let mut expect = u64::from_le_bytes(*b"12345678").to_le_bytes().to_vec();
+    for i in 0..100 {
+        assert_eq!(results[3 * i].0, status::OK);
+        assert_eq!(
+            results[3 * i + 1],
+            (status::OK, expect.clone()),
+            "original value"
+        );
+        let mut bumped = u64::from_le_bytes(expect[..].try_into().unwrap());
+        bumped += 1;
+        assert_eq!(
+            results[3 * i + 2],
+            (status::OK, bumped.to_le_bytes().to_vec())
+        );
+    }
+    expect.clear();
+    assert_eq!(results[300].0, status::NOT_FOUND);
+
+    out.clear();
+    encode_request_frame(
+        &RequestFrame {
+            request_id: 3,
+            body: Request::Ping(b"hi"),
+        },
+        &NativeLimits::DEFAULT,
+        &mut out,
+    )
+    .unwrap();
+    c.send(&out);
+    c.read(|r| assert!(matches!(r, Response::Pong(p) if p == b"hi")));
+    srv.stop();
+}
+
+#[test]
+fn malformed_frame_gets_an_error_frame_and_a_close() {
+    let srv = start(1);
+    let mut c = Native {
+        s: TcpStream::connect(srv.addr()).unwrap(),
+        buf: Vec::new(),
+    };
+    // Magic and a wrong version: the stream cannot be trusted after this.
+    c.send(&[0xD7, 0x09, 0x01, 0x00, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    c.read(|r| assert!(matches!(r, Response::Error(e) if e.closing), "{r:?}"));
+    let mut rest = Vec::new();
+    assert_eq!(
+        c.s.read_to_end(&mut rest).unwrap(),
+        0,
+        "server closed the connection"
+    );
+    // Other connections are unaffected.
+    let mut ok = common::Client::connect(&srv);
+    assert_eq!(
+        ok.cmd(&["PING"]),
+        directkv_proto::resp::Reply::Simple("PONG".into())
+    );
+    srv.stop();
+}
