@@ -10,6 +10,10 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 /// Bytes a connection may have buffered but not yet parsed (a command larger than this closes
 /// the connection with a protocol error).
 pub const CONN_INPUT_BYTES_MAX_DEFAULT: usize = 64 << 20;
+/// Reply bytes a connection buffers before it writes them out; batches shrink so that their
+/// replies stay near this. A connection whose values suddenly grow can still buffer one batch
+/// of up to `commands_per_batch_max` replies (each at most `value_len_max`) once.
+pub const CONN_OUTPUT_BYTES_MAX_DEFAULT: usize = 4 << 20;
 /// Commands parsed from one read before they are executed as one batch.
 pub const COMMANDS_PER_BATCH_MAX_DEFAULT: usize = 1024;
 /// Arguments of one RESP command.
@@ -33,6 +37,7 @@ pub struct ServerConfig {
     pub value_len_max: usize,
     pub connections_max: usize,
     pub conn_input_bytes_max: usize,
+    pub conn_output_bytes_max: usize,
     pub commands_per_batch_max: usize,
     pub args_max: usize,
     pub shard_queue_len: usize,
@@ -54,6 +59,7 @@ impl Default for ServerConfig {
             value_len_max: VALUE_LEN_MAX_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             conn_input_bytes_max: CONN_INPUT_BYTES_MAX_DEFAULT,
+            conn_output_bytes_max: CONN_OUTPUT_BYTES_MAX_DEFAULT,
             commands_per_batch_max: COMMANDS_PER_BATCH_MAX_DEFAULT,
             args_max: ARGS_MAX_DEFAULT,
             shard_queue_len: SHARD_QUEUE_LEN_DEFAULT,

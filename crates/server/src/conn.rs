@@ -22,6 +22,8 @@ use crate::plan::{Outcome, Pending, Recipe};
 use crate::shard::{count_connection, Job, ShardCtx};
 
 const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Commands in a connection's first batch (see `conn_output_bytes_max`).
+const FIRST_BATCH_CMDS: usize = 8;
 
 pub async fn serve(
     ctx: Rc<ShardCtx>,
@@ -65,6 +67,10 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
     let mut args = Args::new();
     let mut pending = Pending::new(ctx.shards());
     let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    // A connection's first batch is small until its reply sizes are known, so one read of
+    // commands on large values cannot buffer commands_per_batch_max large replies at once.
+    let mut batch_cmds = FIRST_BATCH_CMDS.min(ctx.cfg.commands_per_batch_max);
+    let mut reply_bytes_hint = 1usize;
     loop {
         if input.len() >= ctx.cfg.conn_input_bytes_max {
             let _ = s
@@ -86,6 +92,7 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
         let mut used = 0;
         let mut close = false;
         loop {
+            let before = out.len();
             let parsed = parse_commands(
                 ctx,
                 &input[used..],
@@ -95,9 +102,23 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
                 &mut session,
                 requirepass.as_deref(),
                 &mut out,
+                batch_cmds,
             )
             .await;
             used += parsed.consumed;
+            // Size the next batch so its replies stay near conn_output_bytes_max: from the
+            // largest reply per command seen lately (it decays by half each batch).
+            if let Some(per) = (out.len() - before).checked_div(parsed.commands) {
+                reply_bytes_hint = per.max(1).max(reply_bytes_hint / 2);
+                batch_cmds = (ctx.cfg.conn_output_bytes_max / reply_bytes_hint)
+                    .clamp(1, ctx.cfg.commands_per_batch_max);
+            }
+            if out.len() >= ctx.cfg.conn_output_bytes_max {
+                match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
+                    Ok(Ok(())) => out.clear(),
+                    _ => return,
+                }
+            }
             if let Some(e) = parsed.error {
                 ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 RespWriter::new(&mut out, session.version).error(&resp::err_protocol(&e));
@@ -123,12 +144,13 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
 
 struct Parsed {
     consumed: usize,
+    commands: usize,
     /// More complete commands may follow (the batch limit was reached).
     more: bool,
     error: Option<resp::ProtocolError>,
 }
 
-/// Parses up to `commands_per_batch_max` commands, runs them, appends the replies.
+/// Parses up to `batch_cmds` commands, runs them, appends the replies.
 #[allow(clippy::too_many_arguments)]
 async fn parse_commands(
     ctx: &ShardCtx,
@@ -139,12 +161,13 @@ async fn parse_commands(
     session: &mut Session,
     requirepass: Option<&str>,
     out: &mut Vec<u8>,
+    batch_cmds: usize,
 ) -> Parsed {
     let mut used = 0;
     let mut count = 0;
     let mut error = None;
     pending.clear();
-    while count < ctx.cfg.commands_per_batch_max {
+    while count < batch_cmds {
         match resp::parse_command(&buf[used..], limits, args) {
             Parse::Incomplete => break,
             Parse::Invalid(e) => {
@@ -178,7 +201,8 @@ async fn parse_commands(
     run(ctx, pending, session.version, out).await;
     Parsed {
         consumed: used,
-        more: count == ctx.cfg.commands_per_batch_max,
+        commands: count,
+        more: count == batch_cmds,
         error,
     }
 }
