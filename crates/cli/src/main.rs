@@ -101,6 +101,9 @@ struct ServeFlags {
     bind: Option<String>,
     #[arg(long)]
     port: Option<u16>,
+    /// Port of the Prometheus metrics endpoint (0 = any free port).
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Shard threads (default: one per core).
     #[arg(long)]
     shards: Option<usize>,
@@ -126,6 +129,9 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     if let Some(p) = f.port {
         cfg.port = p;
     }
+    if f.metrics_port.is_some() {
+        cfg.metrics_port = f.metrics_port;
+    }
     if let Some(s) = f.shards {
         cfg.shards = s;
     }
@@ -137,9 +143,10 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     eprintln!(
-        "directkv {} serving RESP on {} with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (metrics {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
+        server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.shard_count(),
         cfg.memory_bytes
     );

@@ -23,7 +23,17 @@ impl Drop for Served {
 /// parallel tests never race for a port.
 fn serve() -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_directkv"))
-        .args(["serve", "--port", "0", "--shards", "2", "--memory", "64M"])
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--shards",
+            "2",
+            "--memory",
+            "64M",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .expect("directkv serve starts");

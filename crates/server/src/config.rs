@@ -28,6 +28,8 @@ pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 pub struct ServerConfig {
     pub bind: String,
     pub port: u16,
+    /// Prometheus metrics over HTTP (`GET /metrics`); None turns them off.
+    pub metrics_port: Option<u16>,
     /// Shard threads (0 = one per core).
     pub shards: usize,
     /// Total arena bytes, split evenly over the shards.
@@ -52,6 +54,7 @@ impl Default for ServerConfig {
         ServerConfig {
             bind: "127.0.0.1".into(),
             port: 7070,
+            metrics_port: Some(7072),
             shards: 0,
             memory_bytes: 1 << 30,
             requirepass: None,

@@ -12,13 +12,14 @@
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
 //! shutdown. Not yet (issue 3 continues): native protocol over UDP, ATTACH moving a connection
-//! to another shard, Prometheus metrics over HTTP.
+//! to another shard. Prometheus metrics are served over HTTP (`metrics.rs`).
 
 pub mod batch;
 pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod info;
+pub mod metrics;
 pub mod native_conn;
 pub mod plan;
 pub mod shard;
@@ -36,6 +37,7 @@ use shard::{ServerStats, ShardSpawn};
 /// A running server; `stop` shuts it down and waits for its threads.
 pub struct Server {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     stop_tx: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     acceptor: Option<JoinHandle<()>>,
@@ -87,6 +89,18 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
+        let mut metrics_addr = None;
+        if let Some(port) = cfg.metrics_port {
+            let l = TcpListener::bind((cfg.bind.as_str(), port))
+                .map_err(|e| format!("cannot bind metrics {}:{port}: {e}", cfg.bind))?;
+            metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?);
+            let (peers, stats, stop) = (peers.clone(), stats.clone(), stop_rx.clone());
+            let t = std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || metrics::serve(l, peers, stats, stop))
+                .map_err(|e| e.to_string())?;
+            threads.push(t);
+        }
         let stop = stop_rx.clone();
         let acceptor = std::thread::Builder::new()
             .name("acceptor".into())
@@ -105,6 +119,7 @@ impl Server {
             .map_err(|e| e.to_string())?;
         Ok(Server {
             addr,
+            metrics_addr,
             stop_tx,
             threads,
             acceptor: Some(acceptor),
@@ -115,6 +130,11 @@ impl Server {
         self.addr
     }
 
+    /// Where Prometheus metrics are served, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
     /// Stops accepting, closes connections, joins every thread.
     pub fn stop(mut self) {
         self.shutdown();
@@ -122,8 +142,11 @@ impl Server {
 
     fn shutdown(&mut self) {
         let _ = self.stop_tx.send(true);
-        // Wake the blocking accept with a connection of our own.
+        // Wake the blocking accepts with connections of our own.
         let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(m) = self.metrics_addr {
+            let _ = std::net::TcpStream::connect(m);
+        }
         if let Some(a) = self.acceptor.take() {
             let _ = a.join();
         }

@@ -171,3 +171,27 @@ fn dkv_vector_commands() {
     );
     srv.stop();
 }
+
+#[test]
+fn prometheus_metrics_over_http() {
+    use std::io::{Read, Write};
+    let srv = start(2);
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    let mut h = std::net::TcpStream::connect(srv.metrics_addr().unwrap()).unwrap();
+    h.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    h.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.contains("directkv_connections 1"), "{text}");
+    let keys: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("directkv_keys{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(keys, 1);
+    assert!(text.contains("kind=\"get\""));
+    srv.stop();
+}

@@ -18,7 +18,9 @@ pub fn start(shards: usize) -> Server {
     })
 }
 
-pub fn start_with(cfg: ServerConfig) -> Server {
+/// Starts `cfg` with metrics on an ephemeral port, so parallel tests never collide.
+pub fn start_with(mut cfg: ServerConfig) -> Server {
+    cfg.metrics_port = Some(0);
     Server::start(cfg).expect("server starts")
 }
 
