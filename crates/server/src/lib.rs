@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
-//! shutdown. Not yet (issue 3 continues): native protocol over UDP, ATTACH moving a connection
-//! to another shard. Prometheus metrics are served over HTTP (`metrics.rs`).
+//! shutdown. The native protocol is also served over UDP on the same port number (`udp.rs`).
+//! Not yet (issue 3 continues): ATTACH moving a connection to another shard. Prometheus metrics are served over HTTP (`metrics.rs`).
 
 pub mod batch;
 pub mod cmd;
@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod native_conn;
 pub mod plan;
 pub mod shard;
+pub mod udp;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -86,6 +87,21 @@ impl Server {
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
                 .spawn(move || shard::run(spawn))
+                .map_err(|e| e.to_string())?;
+            threads.push(t);
+        }
+        let udp =
+            std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
+        {
+            let limits = directkv_proto::native::NativeLimits {
+                key_len_max: cfg.key_len_max as u8,
+                value_len_max: cfg.value_len_max as u32,
+                ..directkv_proto::native::NativeLimits::DEFAULT
+            };
+            let (peers, stop) = (peers.clone(), stop_rx.clone());
+            let t = std::thread::Builder::new()
+                .name("udp".into())
+                .spawn(move || udp::serve(udp, peers, limits, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }

@@ -1,0 +1,169 @@
+//! The native protocol over UDP on the server's port number: one frame per datagram, answered
+//! with one datagram. A blocking thread receives, sends each shard its operations over the
+//! shard queues, and replies.
+//!
+//! Anti-amplification: UDP senders are never authenticated, so a reply is never larger than
+//! its request. Results whose data would not fit get the status "value too large" and no data
+//! (clients that want large values over UDP send large batches, or use TCP).
+
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::time::Duration;
+
+use directkv_engine::{OpError, Results, Status};
+use directkv_proto::native::{
+    self, encode_response, encode_response_frame, response_op_len, NativeLimits, Request, Response,
+    ResponseFrame, ResponseOp, HEADER_LEN, UDP_PAYLOAD_MAX,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::plan::Pending;
+use crate::shard::Job;
+
+/// How often the receive loop checks for shutdown.
+const STOP_POLL: Duration = Duration::from_millis(200);
+/// Bytes of a response frame besides its results (header and op count).
+const RESPONSE_OVERHEAD_BYTES: usize = HEADER_LEN + 2;
+
+pub fn serve(
+    sock: UdpSocket,
+    peers: Arc<Vec<mpsc::Sender<Job>>>,
+    limits: NativeLimits,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = sock.set_read_timeout(Some(STOP_POLL));
+    let limits = limits.for_udp();
+    let mut buf = vec![0u8; UDP_PAYLOAD_MAX as usize];
+    let mut out = Vec::with_capacity(UDP_PAYLOAD_MAX as usize);
+    let mut pending = Pending::new(peers.len());
+    while !*stop.borrow() {
+        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        out.clear();
+        answer(&buf[..n], &peers, &limits, &mut pending, &mut out);
+        if !out.is_empty() && out.len() <= n {
+            let _ = sock.send_to(&out, from);
+        }
+    }
+}
+
+fn answer(
+    datagram: &[u8],
+    peers: &[mpsc::Sender<Job>],
+    limits: &NativeLimits,
+    p: &mut Pending,
+    out: &mut Vec<u8>,
+) {
+    let frame = match native::decode_request_datagram(datagram, limits) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = encode_response_frame(
+                &ResponseFrame {
+                    request_id: e.request_id,
+                    body: Response::Error(e.reply()),
+                },
+                limits,
+                out,
+            );
+            return;
+        }
+    };
+    let id = frame.request_id;
+    match frame.body {
+        Request::Ping(payload) => {
+            let _ = encode_response_frame(
+                &ResponseFrame {
+                    request_id: id,
+                    body: Response::Pong(payload),
+                },
+                limits,
+                out,
+            );
+        }
+        // HELLO and ATTACH are TCP-only: a connection-less sender cannot hold either.
+        Request::Hello(_) | Request::Attach(_) => {}
+        Request::Ops(batch) => {
+            p.clear();
+            let mut failed = Vec::with_capacity(batch.len());
+            for op in batch.iter() {
+                let kind = directkv_engine::OpKind::from_code(op.kind.code());
+                let elem = directkv_engine::ElemType::from_code(op.elem);
+                match (kind, elem) {
+                    (Some(kind), Ok(elem)) => {
+                        let e = directkv_engine::Op {
+                            kind,
+                            key: op.key,
+                            arg: op.arg,
+                            arg2: op.arg2,
+                            func: op.func,
+                            elem,
+                            no_return: op.is_no_return(),
+                        };
+                        failed.push(None);
+                        p.op(&e);
+                    }
+                    (_, Err(e)) => failed.push(Some(Status::Error(e).code())),
+                    (None, _) => {
+                        failed.push(Some(Status::Error(OpError::UnknownFunction(0)).code()))
+                    }
+                }
+            }
+            let results = execute_blocking(peers, p);
+            let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);
+            let too_large = Status::Error(OpError::ValueTooLarge { len: 0, max: 0 }).code();
+            let mut next = 0usize;
+            let mut ops = Vec::with_capacity(failed.len());
+            for f in &failed {
+                let (status, data) = match f {
+                    Some(code) => (*code, &[][..]),
+                    None => {
+                        let (s, i) = p.locs[next];
+                        next += 1;
+                        match &results[s] {
+                            Some(r) => (r.status(i).code(), r.data(i)),
+                            None => (
+                                Status::Error(OpError::UserFunction("shard unavailable")).code(),
+                                &[][..],
+                            ),
+                        }
+                    }
+                };
+                let (status, data) = if response_op_len(data.len()) <= budget {
+                    (status, data)
+                } else {
+                    (too_large, &[][..])
+                };
+                budget = budget.saturating_sub(response_op_len(data.len()));
+                ops.push(ResponseOp { status, data });
+            }
+            let _ = encode_response(id, &ops, limits, out);
+        }
+    }
+}
+
+/// Sends every shard its batch and waits for the results.
+fn execute_blocking(peers: &[mpsc::Sender<Job>], p: &mut Pending) -> Vec<Option<Results>> {
+    let mut waits = Vec::new();
+    for (s, peer) in peers.iter().enumerate() {
+        if p.batches[s].is_empty() {
+            continue;
+        }
+        let (tx, rx) = oneshot::channel();
+        let batch = std::mem::take(&mut p.batches[s]);
+        if peer
+            .blocking_send(Job::Execute { batch, reply: tx })
+            .is_ok()
+        {
+            waits.push((s, rx));
+        }
+    }
+    let mut out: Vec<Option<Results>> = (0..peers.len()).map(|_| None).collect();
+    for (s, rx) in waits {
+        if let Ok((batch, r)) = rx.blocking_recv() {
+            p.batches[s] = batch;
+            out[s] = Some(r);
+        }
+    }
+    out
+}
