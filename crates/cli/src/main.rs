@@ -1,6 +1,8 @@
 //! The `directkv` binary: `serve` and `bench engine`; `bench` against servers and `cli` arrive
 //! with the client (issue 4).
 
+use std::io::Write;
+
 use clap::{Args, Parser, Subcommand};
 use directkv_bench::dist::Distribution;
 use directkv_bench::engine_bench::{self, EngineBenchArgs, Workload};
@@ -115,6 +117,14 @@ struct ServeFlags {
 }
 
 fn serve(f: ServeFlags) -> Result<(), String> {
+    // Structured logs on stderr; RUST_LOG=debug (or directkv_server=debug) shows connections.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
     let mut cfg = match &f.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -142,7 +152,8 @@ fn serve(f: ServeFlags) -> Result<(), String> {
         cfg.requirepass = f.requirepass;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "directkv {} serving RESP and native on {} (metrics {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
@@ -151,7 +162,8 @@ fn serve(f: ServeFlags) -> Result<(), String> {
         cfg.memory_bytes
     );
     server.run_until_signal();
-    eprintln!("directkv stopped");
+    // A closed stderr (the parent went away) must not turn a clean stop into a panic.
+    let _ = writeln!(std::io::stderr(), "directkv stopped");
     Ok(())
 }
 

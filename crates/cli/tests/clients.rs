@@ -38,14 +38,20 @@ fn serve() -> Served {
         .spawn()
         .expect("directkv serve starts");
     let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("piped stderr"))
-        .read_line(&mut line)
-        .expect("start-up line");
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let mut err = BufReader::new(child.stderr.take().expect("piped stderr"));
+    err.read_line(&mut line).expect("start-up line");
+    // Keep draining the server's log so it never writes to a closed or full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let at = line
+        .find("127.0.0.1:")
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        + "127.0.0.1:".len();
+    let port: u16 = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "server did not listen on {port}");

@@ -38,6 +38,7 @@ pub async fn serve(
         return;
     }
     count_connection(&stats, 1);
+    tracing::debug!(shard = ctx.id, peer = ?stream.peer_addr().ok(), "connection opened");
     if stream.set_nonblocking(true).is_ok() {
         if let Ok(s) = TcpStream::from_std(stream) {
             let _ = s.set_nodelay(true);
@@ -121,6 +122,7 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
             }
             if let Some(e) = parsed.error {
                 ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(shard = ctx.id, error = %e, "closing a RESP connection after a protocol error");
                 RespWriter::new(&mut out, session.version).error(&resp::err_protocol(&e));
                 close = true;
             }

@@ -133,6 +133,7 @@ impl Server {
                 }
             })
             .map_err(|e| e.to_string())?;
+        tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, "directkv started");
         Ok(Server {
             addr,
             metrics_addr,
@@ -157,6 +158,7 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
+        tracing::info!(addr = %self.addr, "shutting down");
         let _ = self.stop_tx.send(true);
         // Wake the blocking accepts with connections of our own.
         let _ = std::net::TcpStream::connect(self.addr);
