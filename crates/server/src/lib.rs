@@ -12,7 +12,8 @@
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
 //! shutdown. The native protocol is also served over UDP on the same port number (`udp.rs`).
-//! Not yet (issue 3 continues): ATTACH moving a connection to another shard. Prometheus metrics are served over HTTP (`metrics.rs`).
+//! A native client's ATTACH moves its connection to the shard it names, so a shard-aware
+//! client reaches every shard without a cross-thread hop. Prometheus metrics are served over HTTP (`metrics.rs`).
 
 pub mod batch;
 pub mod cmd;
@@ -68,16 +69,19 @@ impl Server {
             job_rxs.push(rx);
         }
         let peers = Arc::new(job_txs);
-        let mut conn_txs = Vec::new();
+        let (conn_txs, conn_rxs): (Vec<_>, Vec<_>) =
+            (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
+        let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
-        for (id, (engine, jobs)) in engines.into_iter().zip(job_rxs).enumerate() {
-            let (ctx, crx) = mpsc::unbounded_channel();
-            conn_txs.push(ctx);
+        for (id, ((engine, jobs), crx)) in
+            engines.into_iter().zip(job_rxs).zip(conn_rxs).enumerate()
+        {
             let spawn = ShardSpawn {
                 id,
                 engine,
                 engine_cfg: engine_cfg.clone(),
                 conns: crx,
+                handoff: conn_txs.clone(),
                 jobs,
                 peers: peers.clone(),
                 cfg: cfg.clone(),

@@ -37,6 +37,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
     let mut slots: Vec<Slot> = Vec::new();
     let mut out = Vec::with_capacity(READ_CHUNK_BYTES);
     let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    let mut handoff: Option<usize> = None;
     loop {
         let mut used = 0;
         let mut close = false;
@@ -101,14 +102,23 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
                             );
                         }
                         Request::Attach(shard) => {
-                            // Connections stay on the shard that accepted them for now; the reply
-                            // names that shard so a client can tell ATTACH was not honoured.
-                            let _ = shard;
+                            // The connection moves to the named shard's thread once this reply
+                            // is written; the client waits for the reply before sending more.
+                            let target = if (shard as usize) < ctx.shards() {
+                                shard as usize
+                            } else {
+                                ctx.id
+                            };
                             let reply = ResponseFrame {
                                 request_id: id,
-                                body: Response::Attach(ctx.id as u16),
+                                body: Response::Attach(target as u16),
                             };
                             let _ = encode_response_frame(&reply, &limits, &mut out);
+                            if target != ctx.id {
+                                handoff = Some(target);
+                                used = input.len();
+                                break;
+                            }
                         }
                         Request::Ops(batch) => {
                             pending.clear();
@@ -146,6 +156,12 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
                 _ => return,
             }
             out.clear();
+        }
+        if let Some(target) = handoff {
+            if let Ok(std) = s.into_std() {
+                let _ = ctx.handoff[target].send(std);
+            }
+            return;
         }
         if close || input.len() > limits.frame_len_max as usize {
             return;

@@ -54,6 +54,8 @@ pub struct ShardCtx {
     pub engine: RefCell<Engine>,
     engine_cfg: EngineConfig,
     pub peers: Arc<Vec<mpsc::Sender<Job>>>,
+    /// Every shard's connection queue, for ATTACH.
+    pub handoff: Arc<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
     pub cfg: Arc<ServerConfig>,
     pub stats: Arc<ServerStats>,
     pub started: std::time::Instant,
@@ -109,6 +111,8 @@ pub struct ShardSpawn {
     pub engine: Engine,
     pub engine_cfg: EngineConfig,
     pub conns: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    /// Every shard's connection queue, for ATTACH.
+    pub handoff: Arc<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
     pub jobs: mpsc::Receiver<Job>,
     pub peers: Arc<Vec<mpsc::Sender<Job>>>,
     pub cfg: Arc<ServerConfig>,
@@ -129,6 +133,7 @@ pub fn run(s: ShardSpawn) {
         engine,
         engine_cfg,
         mut conns,
+        handoff,
         jobs,
         peers,
         cfg,
@@ -141,6 +146,7 @@ pub fn run(s: ShardSpawn) {
             engine: RefCell::new(engine),
             engine_cfg,
             peers,
+            handoff,
             cfg,
             stats,
             started: std::time::Instant::now(),

@@ -136,3 +136,58 @@ fn malformed_frame_gets_an_error_frame_and_a_close() {
     );
     srv.stop();
 }
+
+#[test]
+fn attach_moves_the_connection_and_it_keeps_working() {
+    let srv = start(3);
+    let limits = NativeLimits::DEFAULT;
+    // Connections are accepted round robin (0, 1, 2, 0), so each ATTACH below moves one.
+    for shard in [2u16, 0, 1, 7] {
+        let mut c = Native {
+            s: TcpStream::connect(srv.addr()).unwrap(),
+            buf: Vec::new(),
+        };
+        let mut out = Vec::new();
+        encode_request_frame(
+            &RequestFrame {
+                request_id: 1,
+                body: Request::Attach(shard),
+            },
+            &limits,
+            &mut out,
+        )
+        .unwrap();
+        c.send(&out);
+        let got = c.read(|r| match r {
+            Response::Attach(s) => s,
+            r => panic!("{r:?}"),
+        });
+        // An out-of-range shard leaves the connection where it is (on some valid shard).
+        if shard < 3 {
+            assert_eq!(got, shard);
+        } else {
+            assert!(got < 3);
+        }
+        for round in 0..3u32 {
+            out.clear();
+            let key = format!("a{shard}-{round}");
+            encode_request(
+                2 + round,
+                &[
+                    NativeOp::put(key.as_bytes(), b"v"),
+                    NativeOp::get(key.as_bytes()),
+                ],
+                &limits,
+                &mut out,
+            )
+            .unwrap();
+            c.send(&out);
+            let data = c.read(|r| match r {
+                Response::Ops(b) => b.iter().nth(1).unwrap().data.to_vec(),
+                r => panic!("{r:?}"),
+            });
+            assert_eq!(data, b"v");
+        }
+    }
+    srv.stop();
+}
