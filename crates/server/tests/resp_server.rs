@@ -195,3 +195,32 @@ fn prometheus_metrics_over_http() {
     assert!(text.contains("kind=\"get\""));
     srv.stop();
 }
+
+#[test]
+fn connections_max_and_input_limits() {
+    let srv = start_with(ServerConfig {
+        port: 0,
+        shards: 1,
+        memory_bytes: 8 << 20,
+        connections_max: 2,
+        conn_input_bytes_max: 1 << 20,
+        ..Default::default()
+    });
+    let mut a = Client::connect(&srv);
+    let mut b = Client::connect(&srv);
+    assert_eq!(a.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert_eq!(b.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let mut c = Client::connect(&srv);
+    assert_eq!(
+        c.read(),
+        Reply::Error("ERR max number of clients reached".into())
+    );
+    drop(c);
+    // A command larger than conn_input_bytes_max closes that connection only.
+    let huge = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 4 << 20);
+    b.send_raw(huge.as_bytes());
+    b.send_raw(&vec![b'x'; 2 << 20]);
+    assert!(matches!(b.read(), Reply::Error(e) if e.contains("conn_input_bytes_max")));
+    assert_eq!(a.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    srv.stop();
+}
