@@ -21,7 +21,7 @@ const READ_CHUNK_BYTES: usize = 64 << 10;
 
 /// An operation that failed before reaching the engine (its status code), or its index in the
 /// plan.
-enum Slot {
+pub(crate) enum Slot {
     Planned(usize),
     Failed(u8),
 }
@@ -177,7 +177,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
 
 /// Translates a wire operation into an engine operation (the numbers are the same; the
 /// `protocol_mirrors` test keeps them so).
-fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
+pub(crate) fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
     let Some(kind) = OpKind::from_code(op.kind.code()) else {
         return Slot::Failed(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
     };

@@ -17,6 +17,7 @@ use directkv_proto::native::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::native_conn::{plan_op, Slot};
 use crate::plan::Pending;
 use crate::shard::Job;
 
@@ -85,41 +86,16 @@ fn answer(
         Request::Hello(_) | Request::Attach(_) => {}
         Request::Ops(batch) => {
             p.clear();
-            let mut failed = Vec::with_capacity(batch.len());
-            for op in batch.iter() {
-                let kind = directkv_engine::OpKind::from_code(op.kind.code());
-                let elem = directkv_engine::ElemType::from_code(op.elem);
-                match (kind, elem) {
-                    (Some(kind), Ok(elem)) => {
-                        let e = directkv_engine::Op {
-                            kind,
-                            key: op.key,
-                            arg: op.arg,
-                            arg2: op.arg2,
-                            func: op.func,
-                            elem,
-                            no_return: op.is_no_return(),
-                        };
-                        failed.push(None);
-                        p.op(&e);
-                    }
-                    (_, Err(e)) => failed.push(Some(Status::Error(e).code())),
-                    (None, _) => {
-                        failed.push(Some(Status::Error(OpError::UnknownFunction(0)).code()))
-                    }
-                }
-            }
+            let slots: Vec<Slot> = batch.iter().map(|op| plan_op(p, &op)).collect();
             let results = execute_blocking(peers, p);
             let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);
             let too_large = Status::Error(OpError::ValueTooLarge { len: 0, max: 0 }).code();
-            let mut next = 0usize;
-            let mut ops = Vec::with_capacity(failed.len());
-            for f in &failed {
-                let (status, data) = match f {
-                    Some(code) => (*code, &[][..]),
-                    None => {
-                        let (s, i) = p.locs[next];
-                        next += 1;
+            let mut ops = Vec::with_capacity(slots.len());
+            for slot in &slots {
+                let (status, data) = match *slot {
+                    Slot::Failed(code) => (code, &[][..]),
+                    Slot::Planned(i) => {
+                        let (s, i) = p.locs[i];
                         match &results[s] {
                             Some(r) => (r.status(i).code(), r.data(i)),
                             None => (
