@@ -114,11 +114,10 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
                 batch_cmds = (ctx.cfg.conn_output_bytes_max / reply_bytes_hint)
                     .clamp(1, ctx.cfg.commands_per_batch_max);
             }
-            if out.len() >= ctx.cfg.conn_output_bytes_max {
-                match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
-                    Ok(Ok(())) => out.clear(),
-                    _ => return,
-                }
+            if out.len() >= ctx.cfg.conn_output_bytes_max
+                && !flush(&mut s, &mut out, write_timeout).await
+            {
+                return;
             }
             if let Some(e) = parsed.error {
                 ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
@@ -131,17 +130,27 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
             }
         }
         input.drain(..used);
-        if !out.is_empty() {
-            match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
-                Ok(Ok(())) => {}
-                _ => return,
-            }
-            out.clear();
+        if !flush(&mut s, &mut out, write_timeout).await {
+            return;
         }
         if close || session.quit {
             return;
         }
     }
+}
+
+/// Writes and clears the buffered replies; false when the client did not take them within
+/// `timeout` (or the connection broke), and the connection should be dropped.
+pub(crate) async fn flush(s: &mut TcpStream, out: &mut Vec<u8>, timeout: Duration) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let ok = matches!(
+        tokio::time::timeout(timeout, s.write_all(out)).await,
+        Ok(Ok(()))
+    );
+    out.clear();
+    ok
 }
 
 struct Parsed {

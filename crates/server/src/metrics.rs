@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use directkv_engine::stats::KindCounters;
 use directkv_engine::{OpKind, Report};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -67,10 +68,7 @@ fn reports(peers: &[mpsc::Sender<Job>]) -> Vec<Report> {
 /// The metrics text (Prometheus exposition format 0.0.4).
 pub fn render(reports: &[Report], stats: &ServerStats) -> String {
     let mut s = String::new();
-    let g = |s: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    g(
+    header(
         &mut s,
         "directkv_connections",
         "gauge",
@@ -81,7 +79,7 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
         "directkv_connections {}",
         stats.connections.load(Ordering::Relaxed)
     );
-    g(
+    header(
         &mut s,
         "directkv_commands_total",
         "counter",
@@ -92,7 +90,7 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
         "directkv_commands_total {}",
         stats.commands.load(Ordering::Relaxed)
     );
-    g(
+    header(
         &mut s,
         "directkv_protocol_errors_total",
         "counter",
@@ -103,67 +101,83 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
         "directkv_protocol_errors_total {}",
         stats.protocol_errors.load(Ordering::Relaxed)
     );
-    g(&mut s, "directkv_keys", "gauge", "Keys stored, per shard.");
-    for (i, r) in reports.iter().enumerate() {
-        let _ = writeln!(s, "directkv_keys{{shard=\"{i}\"}} {}", r.counts.keys);
-    }
-    g(
+    per_shard(
         &mut s,
+        reports,
+        "directkv_keys",
+        "gauge",
+        "Keys stored, per shard.",
+        |r| r.counts.keys.to_string(),
+    );
+    per_shard(
+        &mut s,
+        reports,
         "directkv_memory_utilization",
         "gauge",
         "Key and value bytes / arena bytes, per shard.",
+        |r| r.memory_utilization.to_string(),
     );
-    for (i, r) in reports.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "directkv_memory_utilization{{shard=\"{i}\"}} {}",
-            r.memory_utilization
-        );
-    }
-    g(
+    per_shard(
         &mut s,
-        "directkv_engine_ops_total",
-        "counter",
-        "Engine operations by kind.",
-    );
-    for (i, r) in reports.iter().enumerate() {
-        for k in OpKind::ALL {
-            let _ = writeln!(
-                s,
-                "directkv_engine_ops_total{{shard=\"{i}\",kind=\"{}\"}} {}",
-                k.name(),
-                r.stats.kind(k).ops
-            );
-        }
-    }
-    g(
-        &mut s,
-        "directkv_engine_memory_accesses_total",
-        "counter",
-        "Buckets and records read or written, by kind.",
-    );
-    for (i, r) in reports.iter().enumerate() {
-        for k in OpKind::ALL {
-            let _ = writeln!(
-                s,
-                "directkv_engine_memory_accesses_total{{shard=\"{i}\",kind=\"{}\"}} {}",
-                k.name(),
-                r.stats.kind(k).accesses()
-            );
-        }
-    }
-    g(
-        &mut s,
+        reports,
         "directkv_engine_forwarded_total",
         "counter",
         "Operations served by data forwarding.",
+        |r| r.stats.forwarded.to_string(),
     );
-    for (i, r) in reports.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "directkv_engine_forwarded_total{{shard=\"{i}\"}} {}",
-            r.stats.forwarded
-        );
-    }
+    per_kind(
+        &mut s,
+        reports,
+        "directkv_engine_ops_total",
+        "Engine operations by kind.",
+        |c| c.ops,
+    );
+    per_kind(
+        &mut s,
+        reports,
+        "directkv_engine_memory_accesses_total",
+        "Buckets and records read or written, by kind.",
+        |c| c.accesses(),
+    );
     s
+}
+
+fn header(s: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// One sample per shard.
+fn per_shard(
+    s: &mut String,
+    reports: &[Report],
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&Report) -> String,
+) {
+    header(s, name, kind, help);
+    for (i, r) in reports.iter().enumerate() {
+        let _ = writeln!(s, "{name}{{shard=\"{i}\"}} {}", value(r));
+    }
+}
+
+/// One counter per shard and operation kind.
+fn per_kind(
+    s: &mut String,
+    reports: &[Report],
+    name: &str,
+    help: &str,
+    value: impl Fn(&KindCounters) -> u64,
+) {
+    header(s, name, "counter", help);
+    for (i, r) in reports.iter().enumerate() {
+        for k in OpKind::ALL {
+            let _ = writeln!(
+                s,
+                "{name}{{shard=\"{i}\",kind=\"{}\"}} {}",
+                k.name(),
+                value(r.stats.kind(k))
+            );
+        }
+    }
 }

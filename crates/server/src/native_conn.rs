@@ -11,7 +11,7 @@ use directkv_proto::native::{
     self, encode_response, encode_response_frame, HelloReply, NativeLimits, NativeOp, Request,
     Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::plan::Pending;
@@ -150,12 +150,8 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
             }
         }
         input.drain(..used);
-        if !out.is_empty() {
-            match tokio::time::timeout(write_timeout, s.write_all(&out)).await {
-                Ok(Ok(())) => {}
-                _ => return,
-            }
-            out.clear();
+        if !crate::conn::flush(&mut s, &mut out, write_timeout).await {
+            return;
         }
         if let Some(target) = handoff {
             if let Ok(std) = s.into_std() {

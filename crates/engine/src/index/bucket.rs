@@ -65,7 +65,10 @@ pub struct Bucket {
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 const _: () = assert!(std::mem::align_of::<Bucket>() == 64);
 const _: () = assert!(BITMAP_BITS as usize == INLINE_BYTES_MAX);
-const _: () = assert!(CHAIN_VALID_BIT < (META_BYTES * 8) as u32);
+const _: () = assert!(CHAIN_VALID_BIT == (META_BYTES * 8) as u32 - 1);
+// The chain word (bytes 60..64) starts right after the codes.
+const _: () =
+    assert!(CHAIN_SHIFT == 30 + 50 && (INLINE_BYTES_MAX * 8) as u32 + CHAIN_SHIFT == 60 * 8);
 
 /// Bit 0 of every 3-bit code lane.
 const LANE_LOW: u32 = 0b001_001_001_001_001_001_001_001_001_001;
@@ -115,16 +118,12 @@ pub const fn inline_slots(kv_len: usize) -> usize {
 }
 
 impl Bucket {
-    #[inline(always)]
+    /// The whole 112-bit metadata as one number (tests compare the word accessors with it).
+    #[cfg(test)]
     fn meta(&self) -> u128 {
         let mut b = [0u8; 16];
         b[..META_BYTES].copy_from_slice(&self.bytes[INLINE_BYTES_MAX..]);
         u128::from_le_bytes(b)
-    }
-
-    #[inline(always)]
-    fn set_meta(&mut self, m: u128) {
-        self.bytes[INLINE_BYTES_MAX..].copy_from_slice(&m.to_le_bytes()[..META_BYTES]);
     }
 
     #[inline(always)]
@@ -179,14 +178,16 @@ impl Bucket {
         }
     }
 
+    /// Bytes 60..64 hold only the chain pointer and its valid bit (see `chain`).
     pub fn set_chain(&mut self, next: Option<u32>) {
-        let mut m = self.meta();
-        m &= !(((POINTER_MAX as u128) << CHAIN_SHIFT) | (1u128 << CHAIN_VALID_BIT));
-        if let Some(p) = next {
-            assert!(p <= POINTER_MAX);
-            m |= ((p as u128) << CHAIN_SHIFT) | (1u128 << CHAIN_VALID_BIT);
-        }
-        self.set_meta(m);
+        let w = match next {
+            Some(p) => {
+                assert!(p <= POINTER_MAX);
+                p | (1 << 31)
+            }
+            None => 0,
+        };
+        self.bytes[60..64].copy_from_slice(&w.to_le_bytes());
     }
 
     /// Replaces the 50 bitmap bits (bytes 50..57), leaving the codes that share byte 56.
