@@ -3,6 +3,7 @@
 //! client (issue 4).
 
 pub mod dist;
+pub mod driver;
 pub mod engine_bench;
 pub mod engine_sweep;
 pub mod probe;
