@@ -308,6 +308,30 @@ impl Results {
         self.data.len()
     }
 
+    /// Result `i` is `Ok` with `value` as its data (none when `no_return`).
+    #[inline(always)]
+    pub(crate) fn finish_found(&mut self, i: usize, value: &[u8], no_return: bool) {
+        let start = self.data.len();
+        if !no_return {
+            push_small(&mut self.data, value);
+        }
+        self.items[i] = OpResult {
+            status: Status::Ok,
+            data_start: start as u32,
+            data_len: (self.data.len() - start) as u32,
+        };
+    }
+
+    /// Result `i` is `NotFound`, without data.
+    #[inline(always)]
+    pub(crate) fn finish_missing(&mut self, i: usize) {
+        self.items[i] = OpResult {
+            status: Status::NotFound,
+            data_start: self.data.len() as u32,
+            data_len: 0,
+        };
+    }
+
     #[inline]
     pub(crate) fn finish(&mut self, i: usize, status: Status, start: usize) {
         if matches!(status, Status::Error(_)) {

@@ -11,6 +11,11 @@
 //!                     value, then one write-back
 //! ```
 //!
+//! A window of nothing but valid GETs (forward mode) takes a shorter path after stage 1: no
+//! reservation station, since with no write in the window every order of its operations gives
+//! the same results; each GET is answered from its main bucket, and only those that need a
+//! chained bucket or a record go through the general lookup, after a prefetch.
+//!
 //! The reservation station has 1024 slots indexed by hash bits 41..51, each a chain of the
 //! window's leaders with that slot. Unlike the FPGA, software can afford to compare full keys, so
 //! operations on different keys that share a slot are never falsely serialized.
@@ -25,7 +30,7 @@
 //! many cache misses outstanding, the software form of the seed's 256 in-flight DMAs.
 
 use crate::config::WINDOW_MAX;
-use crate::index::{key_eq, Access, Loc, Table};
+use crate::index::{key_eq, Access, Loc, MainProbe, Table};
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops::{self, FunctionRegistry};
 use crate::stats::Stats;
@@ -91,6 +96,8 @@ pub(crate) struct Station {
     rs_head: Box<[u32; RS_SLOTS]>,
     /// Reservation-station slots in use in this window, cleared when it retires.
     rs_used: Vec<u16>,
+    /// Ring positions of a read-only window whose GET needs more than the main bucket.
+    deferred: Box<[u32; WINDOW_MAX]>,
 }
 
 impl Station {
@@ -104,6 +111,7 @@ impl Station {
             ring: Box::new([FREE_SLOT; WINDOW_MAX]),
             rs_head: Box::new([NONE; RS_SLOTS]),
             rs_used: Vec::with_capacity(WINDOW_MAX),
+            deferred: Box::new([0; WINDOW_MAX]),
         }
     }
 
@@ -305,7 +313,12 @@ impl Pipeline<'_> {
         let mut base = 0usize;
         while base < ops.len() {
             let end = (base + w).min(ops.len());
-            self.prefetch_window(ops, base, end);
+            let gets_only = self.prefetch_window(ops, base, end);
+            if gets_only && !self.stall {
+                self.get_window(ops, base, end, records, out);
+                base = end;
+                continue;
+            }
             let cut = self.reserve(ops, base, end, out);
             if self.table.counts().chained_buckets > 0 || records {
                 for p in 0..cut - base {
@@ -323,19 +336,67 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Stage 1: hash every key of the window and prefetch its main bucket.
+    /// Stage 1: hash every key of the window and prefetch its main bucket. Returns true when
+    /// every operation of the window is a GET with a valid key.
     #[inline(always)]
-    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) {
+    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> bool {
         let key_len_max = self.limits.key_len_max;
+        let mut gets_only = true;
         for (p, op) in ops[base..end].iter().enumerate() {
+            let klen = op.key.len();
+            gets_only &= (op.kind == OpKind::Get) & (klen.wrapping_sub(1) < key_len_max);
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
-            let h = if op.key.len() <= key_len_max {
+            let h = if klen <= key_len_max {
                 key_hash(op.key)
             } else {
                 0
             };
             self.st.ring[p & RING_MASK].hash = h;
             self.table.prefetch_bucket(h);
+        }
+        gets_only
+    }
+
+    /// Stages 2 and 3 of a window of valid GETs (forward mode), without the reservation
+    /// station: with no write in the window, operations on the same key all see the same
+    /// stored value in any order, so there is nothing to serialize or forward. Each GET reads
+    /// its own bucket and counts it (a repeated key is a cache hit, but still one line read by
+    /// that operation).
+    ///
+    /// The first pass answers every GET whose main bucket decides it, which is nearly all at
+    /// moderate utilization, and prefetches the chained bucket or record of the others; the
+    /// second pass runs those through the general lookup.
+    fn get_window(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        records: bool,
+        out: &mut Results,
+    ) {
+        let mut deferred = 0usize;
+        for (p, op) in ops[base..end].iter().enumerate() {
+            let i = base + p;
+            let h = self.st.ring[p & RING_MASK].hash;
+            match self.table.probe_main(op.key, h) {
+                MainProbe::Found(v) => out.finish_found(i, v, op.no_return),
+                MainProbe::Missing => out.finish_missing(i),
+                MainProbe::Elsewhere => {
+                    self.table.prefetch_second(h, records);
+                    self.st.deferred[deferred & RING_MASK] = p as u32;
+                    deferred += 1;
+                }
+            }
+        }
+        let decided = (end - base - deferred) as u64;
+        let c = &mut self.stats.kinds[OpKind::Get as usize];
+        c.ops += (end - base) as u64;
+        c.reads += decided;
+        c.line_reads += decided;
+        for d in 0..deferred {
+            let p = self.st.deferred[d & RING_MASK] as usize;
+            let h = self.st.ring[p & RING_MASK].hash;
+            self.run_single(ops, base + p, h, out);
         }
     }
 

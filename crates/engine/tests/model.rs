@@ -1066,6 +1066,76 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// (f) Read-only windows: a window of valid GETs skips the reservation station.
+
+/// Each batch of the case followed by a copy of it in which every operation is a GET of the same
+/// key (same-key runs included), so the read-only path of the pipeline sees the store that every
+/// kind of write left. A GET with a too-long key stays as it is: one invalid GET makes its window
+/// take the general path.
+fn gets_only_after_each(p: Profile) -> impl Strategy<Value = Case> {
+    case(p).prop_map(|mut c| {
+        let mut batches = Vec::with_capacity(2 * c.batches.len());
+        for b in c.batches {
+            let gets = b
+                .iter()
+                .map(|a| match a.act {
+                    Act::Bad(Bad::LongKey) => *a,
+                    _ => AOp {
+                        act: Act::Get,
+                        ..*a
+                    },
+                })
+                .collect();
+            batches.push(b);
+            batches.push(gets);
+        }
+        c.batches = batches;
+        c
+    })
+}
+
+const CASES_GETS_ONLY: (u32, u32) = (128, 12);
+const CASES_GETS_ONLY_CHAINS: (u32, u32) = (6, 1);
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_ONLY.0, CASES_GETS_ONLY.1))]
+
+    /// Inline key-values and records side by side, in windows of 1..=9 operations and in the
+    /// default window.
+    #[test]
+    fn model_gets_only_windows(c in gets_only_after_each(small_profile()), window in prop_oneof![Just(256usize), 1usize..=9]) {
+        let mut cfg = engine_config(4, 0.5, 51);
+        cfg.window = window;
+        run_case(&cfg, &c, false)?;
+    }
+
+    /// Every key-value in a record.
+    #[test]
+    fn model_gets_only_all_records(c in gets_only_after_each(small_profile())) {
+        run_case(&engine_config(4, 0.5, 0), &c, false)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_ONLY_CHAINS.0, CASES_GETS_ONLY_CHAINS.1))]
+
+    /// Read-only windows over chained buckets: the tiny index of (c), GETs of any key.
+    #[test]
+    fn model_gets_only_chains(c in gets_only_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
+        let cfg = engine_config(8, 0.01, 51);
+        let mut h = Harness::new(&cfg, false);
+        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
+        h.preload(&fill);
+        let mut all = c.keys.clone();
+        all.extend(fill.into_iter().map(|(k, _)| k));
+        let keys = Keys { hot: c.keys.len(), all };
+        for b in &c.batches {
+            h.run(b, &keys)?;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // (c) A tiny index: 8 MiB at ratio 0.01 clamps the index to 2 MiB, 32768 buckets.
 
 /// Filler keys that share the table with the case keys: 5 bytes, disjoint from 4-byte keys.

@@ -80,6 +80,17 @@ impl Loc {
     }
 }
 
+/// What the main bucket alone says about a key (`Table::probe_main`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MainProbe<'a> {
+    /// The key is stored inline in the main bucket; this is its value.
+    Found(&'a [u8]),
+    /// The key is in no slot of the main bucket, and no bucket is chained behind it.
+    Missing,
+    /// A record whose secondary hash matches, or the chained bucket, must decide.
+    Elsewhere,
+}
+
 /// Memory accesses of one operation: distinct 64-byte lines, and accesses in the seed's sense
 /// (one per contiguous region, a DMA). A region touched twice by one operation counts once.
 #[derive(Debug, Default, Clone)]
@@ -276,6 +287,34 @@ impl Table {
                     self.arena.prefetch(rec + l * LINE_BYTES);
                 }
             }
+        }
+    }
+
+    /// Searches the main bucket of `h` for `key` without bookkeeping: the read-only fast path of
+    /// the pipeline, which counts the bucket read itself. Anything beyond an inline hit or a
+    /// definite miss is left to `lookup`.
+    #[inline(always)]
+    pub fn probe_main(&self, key: &[u8], h: u64) -> MainProbe<'_> {
+        let off = self.main_bucket(h);
+        let b = self.bucket(off);
+        if key.len() < self.inline_threshold {
+            if let Some((slot, vlen)) = b.find_inline(key) {
+                let o = off + slot * bucket::SLOT_BYTES + key.len();
+                return MainProbe::Found(self.arena.slice(o, vlen));
+            }
+        }
+        let sec = secondary_hash(h);
+        let mut ptrs = bucket::pointer_lanes(b.codes());
+        while ptrs != 0 {
+            let s = ptrs.trailing_zeros() as usize / 3;
+            ptrs &= ptrs - 1;
+            if b.pointer(s).0 == sec {
+                return MainProbe::Elsewhere;
+            }
+        }
+        match b.chain() {
+            Some(_) => MainProbe::Elsewhere,
+            None => MainProbe::Missing,
         }
     }
 
