@@ -86,6 +86,27 @@ pub fn pointer_lanes(codes: u32) -> u32 {
     ((codes >> 2) & LANE_LOW) | lanes_equal(codes, code::PTR_SMALL_FIRST)
 }
 
+/// The bytes of `v` (at most 16) as a little-endian number, read with two overlapping loads
+/// instead of a copy of run-time length.
+#[inline(always)]
+fn load_le_16(v: &[u8]) -> u128 {
+    let n = v.len();
+    debug_assert!(n <= 16);
+    let r8 = |o: usize| u64::from_le_bytes(v[o..o + 8].try_into().expect("8 bytes")) as u128;
+    let r4 = |o: usize| u32::from_le_bytes(v[o..o + 4].try_into().expect("4 bytes")) as u128;
+    // The second load ends at the last byte; where the two overlap they hold the same bytes.
+    match n {
+        8..=16 => r8(0) | (r8(n - 8) << (8 * (n - 8))),
+        4..=7 => r4(0) | (r4(n - 4) << (8 * (n - 4))),
+        1..=3 => {
+            v[0] as u128
+                | ((v[n / 2] as u128) << (8 * (n / 2)))
+                | ((v[n - 1] as u128) << (8 * (n - 1)))
+        }
+        _ => 0,
+    }
+}
+
 /// A decoded inline entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InlineEntry {
@@ -352,6 +373,40 @@ impl Bucket {
         self.set_codes((self.codes() & !(lanes << (3 * slot))) | (new << (3 * slot)));
     }
 
+    /// Replaces the value of the inline entry at `slot` (key of `klen` bytes, `slots` slots)
+    /// with `value`, which must need the same number of slots. The key, the codes and the key's
+    /// bitmap bit stay as they are. The common small case is one 16-byte merge, without the
+    /// library calls that copying and zero-filling slices of run-time length make.
+    #[inline]
+    pub fn replace_inline_value(&mut self, slot: usize, klen: usize, slots: usize, value: &[u8]) {
+        let o = slot * SLOT_BYTES;
+        let vo = o + klen;
+        let end = o + slots * SLOT_BYTES;
+        debug_assert!(klen >= 1 && inline_slots(klen + value.len()) == slots);
+        let vlen = value.len();
+        // Bytes vo..end become the value followed by zeros.
+        if end - vo <= 16 && vo + 16 <= self.bytes.len() {
+            let keep = (end - vo) * 8;
+            let mask = if keep == 128 {
+                u128::MAX
+            } else {
+                (1u128 << keep) - 1
+            };
+            let w: &mut [u8; 16] = (&mut self.bytes[vo..vo + 16]).try_into().expect("16 bytes");
+            let cur = u128::from_le_bytes(*w);
+            *w = ((load_le_16(value) & mask) | (cur & !mask)).to_le_bytes();
+        } else {
+            self.bytes[vo..vo + vlen].copy_from_slice(value);
+            self.bytes[vo + vlen..end].fill(0);
+        }
+        let span_bits = ((1u64 << (end - vo)) - 1) << vo;
+        let mut bitmap = self.bitmap() & !span_bits;
+        if vlen > 0 {
+            bitmap |= 1u64 << (vo + vlen - 1);
+        }
+        self.set_bitmap(bitmap);
+    }
+
     /// Appends a pointer slot. Returns its slot, or None if the bucket is full.
     pub fn push_pointer(&mut self, slot_code: u8, secondary: u16, ptr: u32) -> Option<usize> {
         let slot = self.used_slots();
@@ -506,6 +561,50 @@ mod tests {
         assert_eq!(b.chain(), Some(99));
         b.set_chain(None);
         assert_eq!(b, Bucket::default());
+    }
+
+    #[test]
+    fn replace_inline_value_matches_a_full_rewrite() {
+        // Every key length and value length pair that fits, at every slot, with neighbours on
+        // both sides: replacing the value must give the same bucket as writing the entry anew.
+        for klen in 1..=20usize {
+            for old_vlen in 0..=30usize {
+                let slots = inline_slots(klen + old_vlen);
+                for first in 0..=(SLOTS - slots) {
+                    let key: Vec<u8> = (0..klen as u8).map(|b| b.wrapping_mul(7) | 1).collect();
+                    let old_v = vec![0xee; old_vlen];
+                    let mut b = Bucket::default();
+                    for _ in 0..first {
+                        b.push_inline(b"n", b"1234").unwrap();
+                    }
+                    let slot = b.push_inline(&key, &old_v).unwrap();
+                    let _ = b.push_inline(b"z", b"");
+                    for vlen in 0..=slots * SLOT_BYTES - klen {
+                        if inline_slots(klen + vlen) != slots {
+                            continue;
+                        }
+                        let v: Vec<u8> = (0..vlen as u8).map(|x| x ^ 0x5a).collect();
+                        let mut want = b;
+                        want.write_inline_at(slot, slots, &key, &v);
+                        let mut got = b;
+                        got.replace_inline_value(slot, klen, slots, &v);
+                        assert_eq!(got, want, "klen {klen} vlen {old_vlen} -> {vlen} at {slot}");
+                        let e = got.inline_entry(slot);
+                        assert_eq!(got.inline_value(&e), &v[..]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn load_le_16_reads_every_length() {
+        for n in 0..=16usize {
+            let v: Vec<u8> = (1..=n as u8).collect();
+            let mut want = [0u8; 16];
+            want[..n].copy_from_slice(&v);
+            assert_eq!(load_le_16(&v), u128::from_le_bytes(want), "length {n}");
+        }
     }
 
     #[test]

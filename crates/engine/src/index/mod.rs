@@ -474,15 +474,19 @@ impl Table {
             LocKind::Inline { klen, vlen } if inline => {
                 let old_slots = inline_slots(klen + vlen);
                 let new_slots = inline_slots(kv_len);
-                let mut b = *self.bucket(o.bucket);
                 if old_slots == new_slots {
-                    b.write_inline_at(o.slot, new_slots, key, value);
-                } else {
-                    // Same bucket if it has room once the old entry is gone.
-                    b.remove(o.slot);
-                    if b.push_inline(key, value).is_none() {
-                        return false;
-                    }
+                    // The key is the one stored there: only the value changes.
+                    self.bucket_mut(o.bucket)
+                        .replace_inline_value(o.slot, klen, new_slots, value);
+                    acc.write(o.bucket, LINE_BYTES);
+                    self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
+                    return true;
+                }
+                // Same bucket if it has room once the old entry is gone.
+                let mut b = *self.bucket(o.bucket);
+                b.remove(o.slot);
+                if b.push_inline(key, value).is_none() {
+                    return false;
                 }
                 *self.bucket_mut(o.bucket) = b;
                 acc.write(o.bucket, LINE_BYTES);
