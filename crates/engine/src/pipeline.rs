@@ -342,14 +342,20 @@ impl Pipeline<'_> {
     fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> bool {
         let key_len_max = self.limits.key_len_max;
         let mut gets_only = true;
+        // A run of operations on one key (a hot counter) hashes it once.
+        let mut prev: (&[u8], u64) = (&[], 0);
         for (p, op) in ops[base..end].iter().enumerate() {
             let klen = op.key.len();
             gets_only &= (op.kind == OpKind::Get) & (klen.wrapping_sub(1) < key_len_max);
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
-            let h = if klen <= key_len_max {
-                key_hash(op.key)
-            } else {
+            let h = if klen > key_len_max {
                 0
+            } else if key_eq(op.key, prev.0) {
+                prev.1
+            } else {
+                let h = key_hash(op.key);
+                prev = (op.key, h);
+                h
             };
             self.st.ring[p & RING_MASK].hash = h;
             self.table.prefetch_bucket(h);
