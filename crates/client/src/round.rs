@@ -1,0 +1,274 @@
+//! One shard's part of a batch on its connection: encode the frames, then write them and read
+//! the results at the same time, placing each result at its operation's index.
+//!
+//! ```text
+//!   order:  [3, 7, 8, 12 ...]      indexes (in the batch) of this shard's operations
+//!   wbuf:   | REQUEST id=41, ops 0..4096 | REQUEST id=42, ops 4096.. |     frames: [(41, 4096), ..]
+//!   rbuf:   | RESPONSE 41 (MORE) | RESPONSE 41 | RESPONSE 42 | ...         split by the server
+//!           rstart ^               rend ^                                 when results are large
+//!
+//!   poll:  write what the socket takes ─> decode every whole frame in rbuf ─> read more
+//!          (Pending only after both the write and the read said Pending, so both wake us)
+//! ```
+//!
+//! Writing and reading together matters: a batch larger than the socket buffers would
+//! otherwise deadlock, the server blocked on writing results nobody reads and the client
+//! blocked on writing requests the server no longer reads. The client polls every shard's
+//! round from one task, so all shards work at once without spawning anything.
+//!
+//! Goals: no allocation once the buffers have grown; every reply checked (request id, result
+//! count per frame, nothing unasked). Non-goals: retry and reconnect (the caller's policy).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use directkv_proto::native::{
+    decode_response, EncodeError, NativeLimits, RequestEncoder, Response,
+};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::batch::Staging;
+use crate::conn::server_error;
+use crate::error::ClientError;
+use crate::reply::Replies;
+
+/// One REQUEST frame of a round.
+#[derive(Debug, Clone, Copy)]
+struct FrameInfo {
+    request_id: u32,
+    ops: usize,
+}
+
+/// How a round failed: the connection (worth a retry for read-only work) or anything else.
+#[derive(Debug)]
+pub(crate) enum RoundError {
+    Io(io::Error),
+    Other(ClientError),
+}
+
+impl From<ClientError> for RoundError {
+    fn from(e: ClientError) -> RoundError {
+        RoundError::Other(e)
+    }
+}
+
+/// A shard's part of the current batch, and its buffers (kept between batches).
+#[derive(Debug, Default)]
+pub(crate) struct ShardRound {
+    /// Indexes of this shard's operations in the batch, in the order sent.
+    pub(crate) order: Vec<u32>,
+    /// Every operation of the round leaves the store unchanged.
+    pub(crate) read_only: bool,
+    wbuf: Vec<u8>,
+    frames: Vec<FrameInfo>,
+    sent: usize,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    /// Frames whose results are complete; results of frame `frame_idx` received so far;
+    /// operations (of `order`) before frame `frame_idx`.
+    frame_idx: usize,
+    in_frame: usize,
+    base: usize,
+    /// Set when the round has finished, successfully or not.
+    pub(crate) outcome: Option<Result<(), RoundError>>,
+}
+
+fn encode_error(e: EncodeError) -> ClientError {
+    match e {
+        EncodeError::KeyTooLong { len, max } => ClientError::KeyTooLong { len, max },
+        EncodeError::ValueTooLarge { len, max } => ClientError::ValueTooLarge { len, max },
+        other => ClientError::Protocol(format!("cannot encode a request: {other}")),
+    }
+}
+
+impl ShardRound {
+    /// Encodes this shard's operations as REQUEST frames of at most the server's
+    /// `frame_ops_max` operations and `frame_len_max` bytes. Request ids come from
+    /// `next_request_id`.
+    pub(crate) fn encode(
+        &mut self,
+        staging: &Staging,
+        limits: &NativeLimits,
+        next_request_id: &mut u32,
+    ) -> Result<(), ClientError> {
+        self.wbuf.clear();
+        self.frames.clear();
+        self.read_only = true;
+        let mut i = 0;
+        while i < self.order.len() {
+            let request_id = *next_request_id;
+            *next_request_id = next_request_id.wrapping_add(1);
+            let mut enc = RequestEncoder::begin(&mut self.wbuf, request_id, limits);
+            let first = i;
+            while i < self.order.len() {
+                let index = self.order[i] as usize;
+                self.read_only &= staging.ops[index].is_read_only();
+                match enc.push(&staging.op(index)) {
+                    Ok(()) => i += 1,
+                    // The frame is full: send it and start the next one.
+                    Err(EncodeError::TooManyOps { .. } | EncodeError::FrameTooLong { .. })
+                        if i > first =>
+                    {
+                        break
+                    }
+                    Err(e) => return Err(encode_error(e)),
+                }
+            }
+            self.frames.push(FrameInfo {
+                request_id,
+                ops: i - first,
+            });
+        }
+        Ok(())
+    }
+
+    /// Prepares to (re)send the encoded frames on a connection.
+    pub(crate) fn start(&mut self, read_buffer_bytes: usize) {
+        self.sent = 0;
+        self.rstart = 0;
+        self.rend = 0;
+        if self.rbuf.len() < read_buffer_bytes {
+            self.rbuf.resize(read_buffer_bytes, 0);
+        }
+        self.frame_idx = 0;
+        self.in_frame = 0;
+        self.base = 0;
+        self.outcome = None;
+    }
+
+    /// Drives the round on `stream`. Ready once every result is in `replies`, or on failure.
+    pub(crate) fn poll_io(
+        &mut self,
+        cx: &mut Context<'_>,
+        stream: &mut TcpStream,
+        limits: &NativeLimits,
+        replies: &mut Replies,
+    ) -> Poll<Result<(), RoundError>> {
+        loop {
+            while self.sent < self.wbuf.len() {
+                match Pin::new(&mut *stream).poll_write(cx, &self.wbuf[self.sent..]) {
+                    Poll::Ready(Ok(0)) => {
+                        let e = io::Error::new(io::ErrorKind::WriteZero, "socket took no bytes");
+                        return Poll::Ready(Err(RoundError::Io(e)));
+                    }
+                    Poll::Ready(Ok(n)) => self.sent += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(RoundError::Io(e))),
+                    Poll::Pending => break,
+                }
+            }
+            if let Err(e) = self.take_frames(limits, replies) {
+                return Poll::Ready(Err(e.into()));
+            }
+            if self.frame_idx == self.frames.len() {
+                if self.rstart != self.rend {
+                    let e = ClientError::Protocol("bytes after the last reply".into());
+                    return Poll::Ready(Err(e.into()));
+                }
+                return Poll::Ready(Ok(()));
+            }
+            self.make_room(limits);
+            let mut rb = ReadBuf::new(&mut self.rbuf[self.rend..]);
+            match Pin::new(&mut *stream).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    if n == 0 {
+                        let e = io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "server closed the connection",
+                        );
+                        return Poll::Ready(Err(RoundError::Io(e)));
+                    }
+                    self.rend += n;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(RoundError::Io(e))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Makes sure there is free space after `rend`: moves a partial frame to the front, and
+    /// grows the buffer (up to `frame_len_max`) when one frame does not fit.
+    fn make_room(&mut self, limits: &NativeLimits) {
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        if self.rend < self.rbuf.len() {
+            return;
+        }
+        if self.rstart > 0 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        if self.rend == self.rbuf.len() {
+            // decode_response rejects frames above frame_len_max, so this bound suffices.
+            let cap = (limits.frame_len_max as usize).max(self.rbuf.len() + 1);
+            let grown = (self.rbuf.len() * 2).clamp(self.rbuf.len() + 1, cap);
+            self.rbuf.resize(grown, 0);
+        }
+    }
+
+    /// Decodes every whole frame in the read buffer and places its results.
+    fn take_frames(
+        &mut self,
+        limits: &NativeLimits,
+        replies: &mut Replies,
+    ) -> Result<(), ClientError> {
+        while self.rstart < self.rend {
+            let (frame, n) = match decode_response(&self.rbuf[self.rstart..self.rend], limits) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(ClientError::Protocol(e.to_string())),
+            };
+            let batch = match frame.body {
+                Response::Ops(batch) => batch,
+                Response::Error(e) => return Err(server_error(&e)),
+                other => {
+                    return Err(ClientError::Protocol(format!(
+                        "unexpected reply to a request: {other:?}"
+                    )))
+                }
+            };
+            let Some(info) = self.frames.get(self.frame_idx).copied() else {
+                return Err(ClientError::Protocol(format!(
+                    "reply for request {} that was not sent",
+                    frame.request_id
+                )));
+            };
+            if frame.request_id != info.request_id {
+                return Err(ClientError::Protocol(format!(
+                    "reply for request {} while waiting for {}",
+                    frame.request_id, info.request_id
+                )));
+            }
+            if self.in_frame + batch.len() > info.ops {
+                return Err(ClientError::Protocol(format!(
+                    "more results than the {} operations of request {}",
+                    info.ops, info.request_id
+                )));
+            }
+            for r in batch.iter() {
+                let index = self.order[self.base + self.in_frame] as usize;
+                replies.set(index, r.status, r.data);
+                self.in_frame += 1;
+            }
+            if !batch.more {
+                if self.in_frame != info.ops {
+                    return Err(ClientError::Protocol(format!(
+                        "{} results for the {} operations of request {}",
+                        self.in_frame, info.ops, info.request_id
+                    )));
+                }
+                self.base += info.ops;
+                self.in_frame = 0;
+                self.frame_idx += 1;
+            }
+            self.rstart += n;
+        }
+        Ok(())
+    }
+}
