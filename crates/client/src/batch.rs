@@ -231,6 +231,25 @@ impl<'c> Batch<'c> {
         self.push(NativeOp::update_s2s(key, func::ADD, ElemCode::U64, &d).no_return())
     }
 
+    /// Appends `value` to the value of `key` (a missing key starts empty); `Ok(new length,
+    /// u64 LE)`.
+    pub fn append(&mut self, key: &[u8], value: &[u8]) -> usize {
+        self.push(NativeOp::append(key, value))
+    }
+
+    /// Adds `delta` to a decimal integer string, as Redis INCRBY (a missing key is 0);
+    /// `Ok(new value as decimal text)`.
+    pub fn incr_by(&mut self, key: &[u8], delta: i64) -> usize {
+        let d = delta.to_le_bytes();
+        self.push(NativeOp::incr_by(key, &d))
+    }
+
+    /// Adds `delta` to a decimal float string, as Redis INCRBYFLOAT; `Ok(new value as text)`.
+    pub fn incr_by_float(&mut self, key: &[u8], delta: f64) -> usize {
+        let d = delta.to_le_bytes();
+        self.push(NativeOp::incr_by_float(key, &d))
+    }
+
     /// Sends every operation and waits for all results.
     pub async fn execute(self) -> Result<Replies, ClientError> {
         let mut replies = Replies::new();

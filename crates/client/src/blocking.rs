@@ -108,6 +108,12 @@ impl BlockingClient {
         /// Adds to a u64 counter; the value before.
         fn add_u64(key: &[u8], delta: u64) -> u64;
         fn add_u64_no_return(key: &[u8], delta: u64) -> ();
+        /// Appends to the value; the new length.
+        fn append(key: &[u8], value: &[u8]) -> u64;
+        /// Adds to a decimal integer string; the new value.
+        fn incr_by(key: &[u8], delta: i64) -> i64;
+        /// Adds to a decimal float string; the new value.
+        fn incr_by_float(key: &[u8], delta: f64) -> f64;
     }
 }
 

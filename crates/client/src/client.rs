@@ -426,7 +426,7 @@ impl Client {
         elem: ElemCode,
         delta: &[u8],
     ) -> Result<Vec<u8>, ClientError> {
-        value(
+        value_of(
             self.single(NativeOp::update_s2s(key, func, elem, delta))
                 .await?,
         )
@@ -539,12 +539,44 @@ impl Client {
         Ok(u64::from_le_bytes(bytes))
     }
 
+    /// Appends `value` to the value of `key` (a missing key starts empty); the new length.
+    pub async fn append(&mut self, key: &[u8], value: &[u8]) -> Result<u64, ClientError> {
+        let v = value_of(self.single(NativeOp::append(key, value)).await?)?;
+        let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| {
+            ClientError::Protocol(format!("append returned {} bytes, not a u64", v.len()))
+        })?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    /// Adds `delta` to a decimal integer string (Redis INCRBY; a missing key is 0); the new
+    /// value.
+    pub async fn incr_by(&mut self, key: &[u8], delta: i64) -> Result<i64, ClientError> {
+        let d = delta.to_le_bytes();
+        parse_text(&value_of(self.single(NativeOp::incr_by(key, &d)).await?)?)
+    }
+
+    /// Adds `delta` to a decimal float string (Redis INCRBYFLOAT); the new value.
+    pub async fn incr_by_float(&mut self, key: &[u8], delta: f64) -> Result<f64, ClientError> {
+        let d = delta.to_le_bytes();
+        parse_text(&value_of(
+            self.single(NativeOp::incr_by_float(key, &d)).await?,
+        )?)
+    }
+
     /// `add_u64` answered with its status only.
     pub async fn add_u64_no_return(&mut self, key: &[u8], delta: u64) -> Result<(), ClientError> {
         let d = delta.to_le_bytes();
         self.update_s2s_no_return(key, func::ADD, ElemCode::U64, &d)
             .await
     }
+}
+
+/// The decimal text a string operation returned, parsed.
+fn parse_text<T: std::str::FromStr>(data: &[u8]) -> Result<T, ClientError> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| ClientError::Protocol(format!("not a decimal number: {data:?}")))
 }
 
 fn unexpected<T>(r: OwnedReply) -> Result<T, ClientError> {
@@ -564,7 +596,7 @@ fn maybe_value(r: OwnedReply) -> Result<Option<Vec<u8>>, ClientError> {
     }
 }
 
-fn value(r: OwnedReply) -> Result<Vec<u8>, ClientError> {
+fn value_of(r: OwnedReply) -> Result<Vec<u8>, ClientError> {
     match r {
         OwnedReply::Ok(v) => Ok(v),
         other => unexpected(other),
@@ -572,7 +604,7 @@ fn value(r: OwnedReply) -> Result<Vec<u8>, ClientError> {
 }
 
 fn done(r: OwnedReply) -> Result<(), ClientError> {
-    value(r).map(|_| ())
+    value_of(r).map(|_| ())
 }
 
 fn found(r: OwnedReply) -> Result<bool, ClientError> {

@@ -322,3 +322,77 @@ async fn limits_are_checked_before_sending() {
     assert_eq!(c.get(b"big").await.unwrap().unwrap(), max);
     srv.stop();
 }
+
+#[tokio::test]
+async fn redis_style_string_operations() {
+    let srv = common::start(2);
+    let mut c = Client::connect(srv.addr(), ClientConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        c.append(b"s", b"xy").await.unwrap(),
+        2,
+        "a missing key starts empty"
+    );
+    assert_eq!(c.append(b"s", b"abc").await.unwrap(), 5);
+    assert_eq!(c.get(b"s").await.unwrap().unwrap(), b"xyabc");
+
+    assert_eq!(c.incr_by(b"n", 41).await.unwrap(), 41);
+    assert_eq!(c.incr_by(b"n", -50).await.unwrap(), -9);
+    assert_eq!(
+        c.get(b"n").await.unwrap().unwrap(),
+        b"-9",
+        "stored as Redis does: text"
+    );
+    assert_eq!(c.incr_by_float(b"f", 1.25).await.unwrap(), 1.25);
+    assert_eq!(c.incr_by_float(b"f", 0.5).await.unwrap(), 1.75);
+
+    let e = c.incr_by(b"s", 1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::Op(OpError {
+                code: status::ERR_NOT_AN_INTEGER
+            })
+        ),
+        "{e}"
+    );
+    c.put(b"max", i64::MAX.to_string().as_bytes())
+        .await
+        .unwrap();
+    let e = c.incr_by(b"max", 1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::Op(OpError {
+                code: status::ERR_OVERFLOW
+            })
+        ),
+        "{e}"
+    );
+    let e = c.incr_by_float(b"s", 1.0).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::Op(OpError {
+                code: status::ERR_NOT_A_FLOAT
+            })
+        ),
+        "{e}"
+    );
+
+    // In a batch, with the other operations, on several shards.
+    let mut b = c.batch();
+    let a = b.append(b"s", b"!");
+    let i = b.incr_by(b"n", 10);
+    let f = b.incr_by_float(b"f", -0.75);
+    let nr = b.push(directkv_client::NativeOp::incr_by(b"n", &1i64.to_le_bytes()).no_return());
+    let g = b.get(b"n");
+    let r = b.execute().await.unwrap();
+    assert_eq!(r.get(a), Reply::Ok(&6u64.to_le_bytes()));
+    assert_eq!(r.get(i), Reply::Ok(b"1"));
+    assert_eq!(r.get(f), Reply::Ok(b"1"));
+    assert_eq!(r.get(nr), Reply::Ok(b""));
+    assert_eq!(r.get(g), Reply::Ok(b"2"));
+    srv.stop();
+}
