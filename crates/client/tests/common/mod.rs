@@ -5,6 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -51,9 +52,12 @@ pub fn metric(page: &str, name: &str, labels: &str) -> u64 {
 
 /// Forwards every connection made to it to `upstream`, byte for byte, unless paused: while
 /// paused, bytes are held (not dropped) until `resume`.
+/// Dropping it stops accepting; relayed connections end when either side closes.
 pub struct Relay {
     pub addr: SocketAddr,
     paused: Arc<(Mutex<bool>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Relay {
@@ -61,10 +65,14 @@ impl Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let paused = Arc::new((Mutex::new(false), Condvar::new()));
-        let p = paused.clone();
-        std::thread::spawn(move || {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (paused.clone(), stop.clone());
+        let acceptor = std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
+                if s.load(Ordering::Relaxed) {
+                    return;
+                }
                 let Ok(server) = TcpStream::connect(upstream) else {
                     continue;
                 };
@@ -77,7 +85,12 @@ impl Relay {
                 }
             }
         });
-        Relay { addr, paused }
+        Relay {
+            addr,
+            paused,
+            stop,
+            acceptor: Some(acceptor),
+        }
     }
 
     pub fn pause(&self) {
@@ -87,6 +100,18 @@ impl Relay {
     pub fn resume(&self) {
         *self.paused.0.lock().unwrap() = false;
         self.paused.1.notify_all();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.resume();
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
     }
 }
 
