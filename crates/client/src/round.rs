@@ -272,3 +272,139 @@ impl ShardRound {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use directkv_proto::native::{encode_response, NativeOp, ResponseOp};
+
+    use crate::reply::Reply;
+
+    const SMALL: NativeLimits = NativeLimits {
+        frame_ops_max: 2,
+        ..NativeLimits::DEFAULT
+    };
+
+    /// A round of five gets (keys "0".."4"), all on one shard, encoded with `SMALL`.
+    fn round() -> (ShardRound, Staging) {
+        let mut staging = Staging::default();
+        let mut r = ShardRound::default();
+        for i in 0..5u8 {
+            let key = [b'0' + i];
+            r.order.push(staging.push(&NativeOp::get(&key), 0) as u32);
+        }
+        let mut id = 40;
+        r.encode(&staging, &SMALL, &mut id).unwrap();
+        r.start(64);
+        (r, staging)
+    }
+
+    /// Puts `bytes` in the round's receive buffer, as if read from the socket.
+    fn receive(r: &mut ShardRound, bytes: &[u8]) {
+        r.rbuf = bytes.to_vec();
+        r.rstart = 0;
+        r.rend = bytes.len();
+    }
+
+    fn ok(data: &[u8]) -> ResponseOp<'_> {
+        ResponseOp { status: 0, data }
+    }
+
+    #[test]
+    fn frames_follow_frame_ops_max_and_results_land_by_index() {
+        let (mut r, _staging) = round();
+        let shape: Vec<_> = r.frames.iter().map(|f| (f.request_id, f.ops)).collect();
+        assert_eq!(shape, [(40, 2), (41, 2), (42, 1)]);
+        assert!(r.read_only);
+        // The server may split a response further (MORE): here frame 41 comes as two parts.
+        let mut bytes = Vec::new();
+        encode_response(40, &[ok(b"a"), ok(b"b")], &SMALL, &mut bytes).unwrap();
+        let tiny = NativeLimits {
+            frame_ops_max: 1,
+            ..SMALL
+        };
+        encode_response(
+            41,
+            &[
+                ok(b"c"),
+                ResponseOp {
+                    status: 1,
+                    data: b"",
+                },
+            ],
+            &tiny,
+            &mut bytes,
+        )
+        .unwrap();
+        encode_response(42, &[ok(b"e")], &SMALL, &mut bytes).unwrap();
+        receive(&mut r, &bytes);
+        let mut replies = Replies::new();
+        replies.reset(5);
+        r.take_frames(&SMALL, &mut replies).unwrap();
+        assert_eq!(r.frame_idx, 3);
+        let got: Vec<_> = replies.iter().collect();
+        assert_eq!(
+            got,
+            [
+                Reply::Ok(b"a"),
+                Reply::Ok(b"b"),
+                Reply::Ok(b"c"),
+                Reply::NotFound,
+                Reply::Ok(b"e")
+            ]
+        );
+    }
+
+    #[test]
+    fn replies_that_do_not_match_the_requests_are_protocol_errors() {
+        let cases: [(u32, &[ResponseOp<'_>], &str); 3] = [
+            (7, &[ok(b"a"), ok(b"b")], "while waiting for 40"),
+            (40, &[ok(b"a")], "1 results for the 2 operations"),
+            (40, &[ok(b"a"), ok(b"b"), ok(b"c")], "more results than"),
+        ];
+        for (id, results, want) in cases {
+            let (mut r, _staging) = round();
+            let mut bytes = Vec::new();
+            let loose = NativeLimits::DEFAULT;
+            encode_response(id, results, &loose, &mut bytes).unwrap();
+            receive(&mut r, &bytes);
+            let mut replies = Replies::new();
+            replies.reset(5);
+            let e = r.take_frames(&loose, &mut replies).unwrap_err();
+            assert!(e.to_string().contains(want), "{e} (wanted {want})");
+        }
+    }
+
+    #[test]
+    fn writes_are_not_read_only_and_limits_fail_before_sending() {
+        let mut staging = Staging::default();
+        let mut r = ShardRound::default();
+        r.order.push(staging.push(&NativeOp::get(b"k"), 0) as u32);
+        r.order
+            .push(staging.push(&NativeOp::put(b"k", b"v"), 0) as u32);
+        let mut id = 1;
+        r.encode(&staging, &SMALL, &mut id).unwrap();
+        assert!(!r.read_only);
+        let long = [b'k'; 251];
+        r.order.push(staging.push(&NativeOp::get(&long), 0) as u32);
+        let e = r.encode(&staging, &SMALL, &mut id).unwrap_err();
+        assert!(matches!(e, ClientError::KeyTooLong { len: 251, max: 250 }));
+    }
+
+    #[test]
+    fn the_read_buffer_grows_for_a_frame_larger_than_itself() {
+        let (mut r, _staging) = round();
+        r.rbuf = vec![0; 8];
+        r.rstart = 3;
+        r.rend = 8;
+        r.make_room(&SMALL);
+        assert_eq!(
+            (r.rstart, r.rend),
+            (0, 5),
+            "the partial frame moved to the front"
+        );
+        r.rend = 8;
+        r.make_room(&SMALL);
+        assert_eq!(r.rbuf.len(), 16);
+    }
+}
