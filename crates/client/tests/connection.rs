@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::io::Read;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,11 @@ async fn connect_times_out_when_the_handshake_is_never_answered() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(e.is_transient());
+    // The client did connect and send its HELLO (kind 0x02), which was never answered.
+    let (mut s, _) = silent.accept().unwrap();
+    let mut hello = Vec::new();
+    s.read_to_end(&mut hello).unwrap();
+    assert_eq!(&hello[..3], &[0xD7, 0x01, 0x02], "{hello:02x?}");
 }
 
 #[tokio::test]
