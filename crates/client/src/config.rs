@@ -27,7 +27,8 @@ pub struct ClientConfig {
     pub client_name: String,
     /// Time to open one connection and finish HELLO (and ATTACH).
     pub connect_timeout: Duration,
-    /// Time for a whole request; `None` waits for ever.
+    /// Time for a whole request; `None` waits for ever. A read-only request resent after a
+    /// broken connection gets this time again.
     pub request_timeout: Option<Duration>,
     /// Most operations in one batch.
     pub batch_ops_max: usize,

@@ -5,6 +5,8 @@ mod common;
 
 use directkv_client::{func, status, Client, ClientConfig, ClientError, ElemCode, OpError, Reply};
 
+fn assert_send<T: Send>(_: &T) {}
+
 fn u32s(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -27,7 +29,15 @@ async fn key_value_operations() {
     assert!(c.server_name().starts_with("directkv"));
     assert_eq!(c.limits().key_len_max, 250);
 
-    assert_eq!(c.get(b"user:1").await.unwrap(), None);
+    // Client calls can run on a multi-threaded runtime: the futures are Send.
+    let fut = c.get(b"user:1");
+    assert_send(&fut);
+    assert_eq!(fut.await.unwrap(), None);
+    let mut b = c.batch();
+    b.get(b"user:1");
+    let fut = b.execute();
+    assert_send(&fut);
+    assert_eq!(fut.await.unwrap().get(0), Reply::NotFound);
     assert!(!c.exists(b"user:1").await.unwrap());
     c.put(b"user:1", b"alice").await.unwrap();
     assert_eq!(
