@@ -44,6 +44,7 @@ pub(crate) fn server_error(e: &ErrorReply<'_>) -> ClientError {
         ClientError::Server {
             code: e.code,
             message: e.message.to_string(),
+            op_index: e.op_index,
             closing: e.closing,
         }
     }

@@ -80,11 +80,16 @@ pub enum ClientError {
     /// The server's reply did not follow the protocol (or answered something not asked).
     #[error("protocol error: {0}")]
     Protocol(String),
-    /// The server rejected a whole frame with an ERROR frame (docs/protocol.md, "Errors").
-    #[error("server error {code}: {message}{}", if *.closing { " (connection closed)" } else { "" })]
+    /// The server rejected a whole frame with an ERROR frame (docs/protocol.md, "Errors"):
+    /// its code (`ErrorCode`), message, the operation at fault when there is one (index within
+    /// the frame), and whether the server closed the connection.
+    #[error("server error {code}: {message}{}{}",
+        op_index.map_or(String::new(), |i| format!(" (operation {i} of the frame)")),
+        if *.closing { " (connection closed)" } else { "" })]
     Server {
         code: u8,
         message: String,
+        op_index: Option<u16>,
         closing: bool,
     },
     /// The server wants a password, or refused the one given.

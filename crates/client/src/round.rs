@@ -276,7 +276,10 @@ impl ShardRound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use directkv_proto::native::{encode_response, NativeOp, ResponseOp};
+    use directkv_proto::native::{
+        encode_response, encode_response_frame, ErrorCode, ErrorReply, NativeOp, ResponseFrame,
+        ResponseOp,
+    };
 
     use crate::reply::Reply;
 
@@ -373,6 +376,38 @@ mod tests {
             let e = r.take_frames(&loose, &mut replies).unwrap_err();
             assert!(e.to_string().contains(want), "{e} (wanted {want})");
         }
+    }
+
+    #[test]
+    fn an_error_frame_is_a_server_error_with_its_operation() {
+        let (mut r, _staging) = round();
+        let frame = ResponseFrame {
+            request_id: 40,
+            body: Response::Error(ErrorReply {
+                code: ErrorCode::UnknownOpcode.code(),
+                closing: false,
+                op_index: Some(1),
+                message: ErrorCode::UnknownOpcode.message(),
+            }),
+        };
+        let mut bytes = Vec::new();
+        encode_response_frame(&frame, &SMALL, &mut bytes).unwrap();
+        receive(&mut r, &bytes);
+        let mut replies = Replies::new();
+        replies.reset(5);
+        let e = r.take_frames(&SMALL, &mut replies).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ClientError::Server { code: 8, op_index: Some(1), closing: false, message }
+                    if message == "unknown opcode"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "server error 8: unknown opcode (operation 1 of the frame)"
+        );
     }
 
     #[test]
