@@ -14,7 +14,9 @@
 //! A request in flight on a connection that broke fails with `ClientError::ConnectionLost`,
 //! because its writes may or may not have been applied, unless every operation it had on that
 //! connection was read-only (get, reduce, filter): those are resent once on a new connection
-//! (`ClientConfig::retry_read_only`). Time-outs are never retried.
+//! (`ClientConfig::retry_read_only`). Time-outs are never retried. A call whose future is
+//! dropped before it finishes (cancelled by the caller) leaves its connections in an unknown
+//! state, so the next call replaces them.
 //!
 //! Goals: the hot path (`run`) allocates nothing once its buffers have grown, makes one write
 //! and usually one read system call per shard, and checks every reply.
@@ -62,6 +64,9 @@ pub struct Client {
     /// Replies of the single-operation methods.
     scratch: Replies,
     next_request_id: u32,
+    /// A request was on the connections of `active` when its future was dropped (the caller
+    /// cancelled it): those connections may still carry its frames and replies.
+    interrupted: bool,
 }
 
 impl Client {
@@ -103,6 +108,7 @@ impl Client {
             staging: Staging::default(),
             scratch: Replies::new(),
             next_request_id: 1,
+            interrupted: false,
         };
         // The main connection becomes shard 0's when shard 0 has no port of its own.
         if client.shard_map.ports[0] == SHARD_PORT_ATTACH {
@@ -225,6 +231,13 @@ impl Client {
     }
 
     async fn run_staged(&mut self, replies: &mut Replies) -> Result<(), ClientError> {
+        if self.interrupted {
+            // Replies of the abandoned request would be taken for this one's.
+            for &s in &self.active {
+                self.conns[usize::from(s)] = None;
+            }
+            self.interrupted = false;
+        }
         let n = self.staging.ops.len();
         if n > self.config.batch_ops_max {
             return Err(ClientError::BatchTooLarge {
@@ -304,6 +317,7 @@ impl Client {
                 Poll::Ready(())
             }
         });
+        self.interrupted = true;
         let timed_out = match self.config.request_timeout {
             Some(after) => tokio::time::timeout(after, all).await.err().map(|_| after),
             None => {
@@ -311,6 +325,7 @@ impl Client {
                 None
             }
         };
+        self.interrupted = false;
         let mut error = None;
         for &s in &self.active {
             let i = usize::from(s);

@@ -86,6 +86,27 @@ async fn request_times_out_and_the_next_call_reconnects() {
     srv.stop();
 }
 
+#[tokio::test]
+async fn a_cancelled_call_does_not_leave_its_reply_for_the_next_one() {
+    let srv = common::start(1);
+    let relay = common::Relay::start(srv.addr());
+    let mut c = Client::connect(relay.addr, ClientConfig::default())
+        .await
+        .unwrap();
+    c.put(b"a", b"1").await.unwrap();
+    c.put(b"b", b"2").await.unwrap();
+    relay.pause();
+    // The caller gives up on its own (the client's time-out is not involved)...
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), c.get(b"a")).await;
+    assert!(cancelled.is_err());
+    // ...and the held request reaches the server now, its reply the old connection.
+    relay.resume();
+    for _ in 0..20 {
+        assert_eq!(c.get(b"b").await.unwrap().unwrap(), b"2");
+    }
+    srv.stop();
+}
+
 /// Two keys on different shards of a 2-shard server.
 fn keys_on_both_shards(c: &Client) -> (Vec<u8>, Vec<u8>) {
     let mut on = [None, None];
