@@ -239,6 +239,10 @@ pub(crate) async fn execute(ctx: &ShardCtx, p: &mut Pending) -> Outcome {
         }
         let (tx, rx) = oneshot::channel();
         let batch = std::mem::take(&mut p.batches[s]);
+        ctx.stats.forwarded_batches.fetch_add(1, Ordering::Relaxed);
+        ctx.stats
+            .forwarded_ops
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         if ctx.peers[s]
             .send(Job::Execute { batch, reply: tx })
             .await

@@ -101,6 +101,28 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
         "directkv_protocol_errors_total {}",
         stats.protocol_errors.load(Ordering::Relaxed)
     );
+    header(
+        &mut s,
+        "directkv_forwarded_batches_total",
+        "counter",
+        "Batches sent to another shard's thread (cross-shard hops).",
+    );
+    let _ = writeln!(
+        s,
+        "directkv_forwarded_batches_total {}",
+        stats.forwarded_batches.load(Ordering::Relaxed)
+    );
+    header(
+        &mut s,
+        "directkv_forwarded_ops_total",
+        "counter",
+        "Operations in batches sent to another shard's thread.",
+    );
+    let _ = writeln!(
+        s,
+        "directkv_forwarded_ops_total {}",
+        stats.forwarded_ops.load(Ordering::Relaxed)
+    );
     per_shard(
         &mut s,
         reports,

@@ -2,14 +2,16 @@
 //! in order (docs/protocol.md). Each REQUEST frame becomes one batch per shard, like a RESP read.
 //!
 //! With `requirepass`, the client must send HELLO with the password before anything else; a
-//! connection that does not is closed.
+//! connection that does not gets ERROR AuthRequired (a wrong password: AuthFailed), both
+//! flagged CLOSING, and is closed.
 
 use std::time::Duration;
 
 use directkv_engine::{ElemType, Op, OpKind, Status};
 use directkv_proto::native::{
-    self, encode_response, encode_response_frame, HelloReply, NativeLimits, NativeOp, Request,
-    Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+    self, encode_response, encode_response_frame, ErrorCode, ErrorReply, HelloReply, NativeLimits,
+    NativeOp, Request, Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64,
+    SHARD_PORT_ATTACH,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -67,6 +69,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
                                 authenticated = want.as_bytes() == h.password;
                             }
                             if !authenticated {
+                                error_frame(&mut out, id, ErrorCode::AuthFailed, &limits);
                                 close = true;
                                 break;
                             }
@@ -88,6 +91,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
                             );
                         }
                         _ if !authenticated => {
+                            error_frame(&mut out, id, ErrorCode::AuthRequired, &limits);
                             close = true;
                             break;
                         }
@@ -169,6 +173,20 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
             Ok(n) => input.truncate(start + n),
         }
     }
+}
+
+/// Appends an ERROR frame with `code`'s fixed message that announces the close which follows.
+fn error_frame(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, limits: &NativeLimits) {
+    let frame = ResponseFrame {
+        request_id,
+        body: Response::Error(ErrorReply {
+            code: code.code(),
+            closing: true,
+            op_index: None,
+            message: code.message(),
+        }),
+    };
+    let _ = encode_response_frame(&frame, limits, out);
 }
 
 /// Translates a wire operation into an engine operation (the numbers are the same; the

@@ -46,6 +46,11 @@ pub struct ServerStats {
     pub commands: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Batches a connection's shard sent to another shard's queue (a client that is not
+    /// shard-aware, or RESP): zero while every client routes by the shard map.
+    pub forwarded_batches: AtomicU64,
+    /// Operations in those batches.
+    pub forwarded_ops: AtomicU64,
 }
 
 /// What every task of a shard shares.

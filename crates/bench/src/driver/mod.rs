@@ -22,6 +22,36 @@
 //! that), and reconnecting in the middle of a measurement (a broken connection ends the run with
 //! an error rather than silently measuring reconnects).
 
+pub mod native;
+
+use std::time::Duration;
+
+/// Why a driver could not connect or run a batch. Shared by every driver, so the runner reports
+/// failures the same way whatever the target; per-operation failures are not errors but
+/// counts in `BatchOutcome`.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The target could not be reached or refused the session (address, handshake, password).
+    #[error("cannot connect to {target}: {reason}")]
+    Connect { target: String, reason: String },
+    /// The connection failed during a batch.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// No complete answer in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The target's reply did not follow its protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The target cannot run this workload: an operation it has no command for, or a key,
+    /// value or batch beyond its limits.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The target rejected a request as a whole (an error reply that is not about one key).
+    #[error("server error: {0}")]
+    Server(String),
+}
+
 /// What one benchmark operation does. Drivers for targets that cannot express an operation
 /// natively (vector updates on memcached) return `DriverError::Unsupported` when created for a
 /// workload that uses it, never at run time.

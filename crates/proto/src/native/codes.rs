@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!   OpCode    0 get  1 put  2 put_nx  3 put_xx  4 delete  5 cas  6 update_s2s  7 update_s2v
-//!             8 update_v2v  9 reduce  10 filter                 (engine OpKind)
+//!             8 update_v2v  9 reduce  10 filter  11 append  12 incr_by
+//!             13 incr_by_float                                  (engine OpKind)
 //!   ElemCode  0 u8 1 u16 2 u32 3 u64 4 i8 5 i16 6 i32 7 i64 8 f32 9 f64   (engine ElemType)
 //!   func      update 0.., reduce 32.., filter 64.., user 1024..        (engine ops::builtin)
 //!   status    0 ok  1 not found  2 not stored  3 cas mismatch  0x80|e error e (1..=63)
@@ -33,10 +34,18 @@ pub enum OpCode {
     UpdateV2V = 8,
     Reduce = 9,
     Filter = 10,
+    /// Appends the argument to the value (a missing key starts empty); the result is the new
+    /// length, u64 LE.
+    Append = 11,
+    /// The value is a decimal integer string (a Redis counter); adds the i64 in the argument
+    /// (8 bytes LE); the result is the new value as a decimal string. A missing key is 0.
+    IncrBy = 12,
+    /// Like `IncrBy` for a decimal floating-point string and an f64 argument.
+    IncrByFloat = 13,
 }
 
 /// Number of opcodes; codes `OP_CODE_COUNT..=15` are unassigned.
-pub const OP_CODE_COUNT: usize = 11;
+pub const OP_CODE_COUNT: usize = 14;
 
 impl OpCode {
     /// Every opcode, in code order.
@@ -52,6 +61,9 @@ impl OpCode {
         OpCode::UpdateV2V,
         OpCode::Reduce,
         OpCode::Filter,
+        OpCode::Append,
+        OpCode::IncrBy,
+        OpCode::IncrByFloat,
     ];
 
     /// The wire code.
@@ -100,6 +112,9 @@ impl OpCode {
             OpCode::UpdateV2V => "update_vector2vector",
             OpCode::Reduce => "reduce",
             OpCode::Filter => "filter",
+            OpCode::Append => "append",
+            OpCode::IncrBy => "incr_by",
+            OpCode::IncrByFloat => "incr_by_float",
         }
     }
 }
@@ -250,6 +265,12 @@ pub mod status {
     pub const ERR_UNKNOWN_ELEM_TYPE: u8 = 10;
     pub const ERR_OUT_OF_MEMORY: u8 = 11;
     pub const ERR_USER_FUNCTION: u8 = 12;
+    /// incr_by on a value that is not a decimal integer.
+    pub const ERR_NOT_AN_INTEGER: u8 = 13;
+    /// incr_by_float on a value that is not a decimal float, or a result that is not finite.
+    pub const ERR_NOT_A_FLOAT: u8 = 14;
+    /// incr_by would overflow an i64.
+    pub const ERR_OVERFLOW: u8 = 15;
 
     /// The status of error `code`.
     pub const fn error(code: u8) -> u8 {
@@ -281,6 +302,9 @@ pub mod status {
                 ERR_UNKNOWN_ELEM_TYPE => "unknown element type",
                 ERR_OUT_OF_MEMORY => "out of memory",
                 ERR_USER_FUNCTION => "user function failed",
+                ERR_NOT_AN_INTEGER => "value is not an integer or out of range",
+                ERR_NOT_A_FLOAT => "value is not a valid float",
+                ERR_OVERFLOW => "increment or decrement would overflow",
                 _ => "unknown error",
             },
             _ => "unknown status",
@@ -302,7 +326,8 @@ mod tests {
                 assert!(op.has_arg() && !op.has_arg2());
             }
         }
-        assert_eq!(OpCode::from_code(11), None);
+        assert_eq!(OpCode::from_code(14), None);
+        assert!(OpCode::IncrBy.has_arg() && !OpCode::Append.has_func());
         assert_eq!(OpCode::from_code(255), None);
         assert!(!OpCode::Get.has_arg() && !OpCode::Delete.has_arg());
         assert!(OpCode::Cas.has_arg() && OpCode::Cas.has_arg2());

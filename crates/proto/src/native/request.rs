@@ -185,6 +185,19 @@ impl<'a> NativeOp<'a> {
         NativeOp::with_func(OpCode::Filter, key, func, elem, param)
     }
 
+    /// Appends `value` to the value of `key`; the result is the new length (u64 LE).
+    pub fn append(key: &'a [u8], value: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::Append, key, value)
+    }
+    /// Adds the i64 `delta_le` (8 bytes LE) to a decimal integer string.
+    pub fn incr_by(key: &'a [u8], delta_le: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::IncrBy, key, delta_le)
+    }
+    /// Adds the f64 `delta_le` (8 bytes LE) to a decimal float string.
+    pub fn incr_by_float(key: &'a [u8], delta_le: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::IncrByFloat, key, delta_le)
+    }
+
     /// The same op answered with its status only.
     pub fn no_return(self) -> NativeOp<'a> {
         NativeOp {
@@ -679,7 +692,7 @@ mod tests {
             parse_batch(&trailing, &L).unwrap_err().0,
             ErrorCode::TrailingBytes
         );
-        let unknown = [1, 0, 0x0B, 1, b'k'];
+        let unknown = [1, 0, 0x0E, 1, b'k'];
         assert_eq!(
             parse_batch(&unknown, &L).unwrap_err(),
             (ErrorCode::UnknownOpcode, Some(0))
