@@ -114,6 +114,17 @@ struct ServeFlags {
     memory: Option<usize>,
     #[arg(long)]
     requirepass: Option<String>,
+    /// OCSM UDP port (0 = any free port).
+    #[arg(long)]
+    ocsm_port: Option<u16>,
+    /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts).
+    #[arg(long, value_parser = parse_ocsm_path)]
+    ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
+}
+
+fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
+    directkv_server::ocsm::OcsmPath::parse(s)
+        .ok_or_else(|| format!("unknown OCSM path {s:?} (plain | batched)"))
 }
 
 fn serve(f: ServeFlags) -> Result<(), String> {
@@ -151,13 +162,21 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     if f.requirepass.is_some() {
         cfg.requirepass = f.requirepass;
     }
+    if f.ocsm_port.is_some() {
+        cfg.ocsm_port = f.ocsm_port;
+    }
+    if let Some(p) = f.ocsm_path {
+        cfg.ocsm_path = p;
+    }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
         std::io::stderr(),
-        "directkv {} serving RESP and native on {} (metrics {}) with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
         server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
+        server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
+        cfg.ocsm_path.name(),
         cfg.shard_count(),
         cfg.memory_bytes
     );

@@ -20,6 +20,10 @@ pub const COMMANDS_PER_BATCH_MAX_DEFAULT: usize = 1024;
 pub const ARGS_MAX_DEFAULT: usize = 1 << 20;
 /// Jobs queued to a shard from other shards before senders wait.
 pub const SHARD_QUEUE_LEN_DEFAULT: usize = 1024;
+/// OCSM over UDP (seed 004): default port.
+pub const OCSM_PORT_DEFAULT: u16 = 7071;
+/// Datagrams the batched OCSM path receives with one `recvmmsg` and runs as one engine batch.
+pub const OCSM_BURST_DATAGRAMS_MAX_DEFAULT: usize = 64;
 /// Seconds a client may take to read its replies before it is disconnected.
 pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 
@@ -44,6 +48,15 @@ pub struct ServerConfig {
     pub args_max: usize,
     pub shard_queue_len: usize,
     pub reply_write_timeout_secs: u64,
+    /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
+    /// default 7071 also becomes 0, so servers started side by side never collide.
+    pub ocsm_port: Option<u16>,
+    /// `plain` (recv_from/send_to per datagram) or `batched` (recvmmsg/sendmmsg bursts).
+    pub ocsm_path: crate::ocsm::OcsmPath,
+    /// Datagrams per burst on the batched path.
+    pub ocsm_burst_datagrams_max: usize,
+    /// Largest OCSM datagram accepted (default: the UDP payload of a 1514-byte frame).
+    pub ocsm_datagram_bytes_max: usize,
     /// Expected key + value bytes and target memory utilization, for the engine's tuning.
     pub expected_kv_bytes: usize,
     pub target_utilization: f64,
@@ -67,6 +80,10 @@ impl Default for ServerConfig {
             args_max: ARGS_MAX_DEFAULT,
             shard_queue_len: SHARD_QUEUE_LEN_DEFAULT,
             reply_write_timeout_secs: REPLY_WRITE_TIMEOUT_SECS_DEFAULT,
+            ocsm_port: Some(OCSM_PORT_DEFAULT),
+            ocsm_path: crate::ocsm::OcsmPath::Plain,
+            ocsm_burst_datagrams_max: OCSM_BURST_DATAGRAMS_MAX_DEFAULT,
+            ocsm_datagram_bytes_max: directkv_proto::ocsm::DATAGRAM_BYTES_MAX_DEFAULT,
             expected_kv_bytes: 32,
             target_utilization: 0.5,
         }
@@ -100,7 +117,27 @@ impl ServerConfig {
                     .into(),
             );
         }
+        if self.ocsm_burst_datagrams_max == 0 || self.ocsm_burst_datagrams_max > 1024 {
+            return Err(format!(
+                "ocsm_burst_datagrams_max {} not in 1..=1024",
+                self.ocsm_burst_datagrams_max
+            ));
+        }
+        let dmax = self.ocsm_datagram_bytes_max;
+        if !(directkv_proto::ocsm::HEADER_BYTES + 32..=directkv_proto::ocsm::DATAGRAM_BYTES_MAX_UDP)
+            .contains(&dmax)
+        {
+            return Err(format!("ocsm_datagram_bytes_max {dmax} not in 38..=65507"));
+        }
         Ok(())
+    }
+
+    /// The OCSM port to bind, if any (see `ocsm_port`).
+    pub fn ocsm_port_effective(&self) -> Option<u16> {
+        match self.ocsm_port {
+            Some(OCSM_PORT_DEFAULT) if self.port == 0 => Some(0),
+            p => p,
+        }
     }
 
     pub fn shard_count(&self) -> usize {

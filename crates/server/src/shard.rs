@@ -46,6 +46,7 @@ pub struct ServerStats {
     pub commands: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub protocol_errors: AtomicU64,
+    pub ocsm: crate::ocsm::OcsmStats,
 }
 
 /// What every task of a shard shares.
