@@ -24,6 +24,10 @@ pub const SHARD_QUEUE_LEN_DEFAULT: usize = 1024;
 pub const OCSM_PORT_DEFAULT: u16 = 7071;
 /// Datagrams the batched OCSM path receives with one `recvmmsg` and runs as one engine batch.
 pub const OCSM_BURST_DATAGRAMS_MAX_DEFAULT: usize = 64;
+/// Receive buffer asked for the OCSM socket (SO_RCVBUF; the kernel caps it at
+/// `net.core.rmem_max`): deep enough to ride out a few milliseconds without being scheduled at
+/// the seed's 45-message datagrams (4 MiB holds about 1400 of them).
+pub const OCSM_RECV_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Seconds a client may take to read its replies before it is disconnected.
 pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 
@@ -55,6 +59,8 @@ pub struct ServerConfig {
     pub ocsm_path: crate::ocsm::OcsmPath,
     /// Datagrams per burst on the batched path.
     pub ocsm_burst_datagrams_max: usize,
+    /// SO_RCVBUF of the OCSM socket (0 = the system default).
+    pub ocsm_recv_buffer_bytes: usize,
     /// Largest OCSM datagram accepted (default: the UDP payload of a 1514-byte frame).
     pub ocsm_datagram_bytes_max: usize,
     /// Expected key + value bytes and target memory utilization, for the engine's tuning.
@@ -83,6 +89,7 @@ impl Default for ServerConfig {
             ocsm_port: Some(OCSM_PORT_DEFAULT),
             ocsm_path: crate::ocsm::OcsmPath::Plain,
             ocsm_burst_datagrams_max: OCSM_BURST_DATAGRAMS_MAX_DEFAULT,
+            ocsm_recv_buffer_bytes: OCSM_RECV_BUFFER_BYTES_DEFAULT,
             ocsm_datagram_bytes_max: directkv_proto::ocsm::DATAGRAM_BYTES_MAX_DEFAULT,
             expected_kv_bytes: 32,
             target_utilization: 0.5,

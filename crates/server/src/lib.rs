@@ -115,7 +115,7 @@ impl Server {
         }
         let mut ocsm_addr = None;
         if let Some(port) = cfg.ocsm_port_effective() {
-            let (sock, a) = ocsm::bind(&cfg.bind, port)?;
+            let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
             ocsm_addr = Some(a);
             let spawn = ocsm::OcsmSpawn {
                 sock,

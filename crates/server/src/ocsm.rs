@@ -407,10 +407,29 @@ impl<'s> Burst<'s> {
     }
 }
 
-/// Binds the OCSM socket (a separate function so `Server::start` reports a clear error).
-pub fn bind(bind: &str, port: u16) -> Result<(UdpSocket, SocketAddr), String> {
+/// Binds the OCSM socket and asks for a receive buffer of `recv_buffer_bytes` (0 = keep the
+/// system default; the kernel caps the request at `net.core.rmem_max`).
+pub fn bind(
+    bind: &str,
+    port: u16,
+    recv_buffer_bytes: usize,
+) -> Result<(UdpSocket, SocketAddr), String> {
     let sock = UdpSocket::bind((bind, port))
         .map_err(|e| format!("cannot bind OCSM UDP {bind}:{port}: {e}"))?;
+    if recv_buffer_bytes > 0 {
+        let bytes = recv_buffer_bytes.min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int. A refusal only
+        // leaves the default buffer, so its result is ignored.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            );
+        }
+    }
     let addr = sock.local_addr().map_err(|e| e.to_string())?;
     Ok((sock, addr))
 }
