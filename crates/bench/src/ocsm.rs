@@ -71,6 +71,9 @@ pub struct OcsmBenchArgs {
     pub shards: usize,
     pub memory: String,
     pub burst: Option<usize>,
+    /// Nice value for the server and the generator (0 = unchanged). On a shared machine a
+    /// negative value keeps other processes' CPU share out of the comparison (needs root).
+    pub nice: i32,
     pub png: Option<PathBuf>,
     pub seed: u64,
 }
@@ -135,6 +138,7 @@ pub struct OcsmReport {
     pub server_cpu: Option<usize>,
     pub client_cpu: Option<usize>,
     pub shards: usize,
+    pub nice: i32,
     pub runs: Vec<PathRun>,
     pub summary: Vec<PathSummary>,
     /// Median lossless rate of `batched` over `plain`, when both ran.
@@ -177,6 +181,12 @@ pub fn run(a: &OcsmBenchArgs, mut progress: impl FnMut(&str)) -> Result<OcsmRepo
         if !gen::pin_current_thread(cpu) {
             progress(&format!("warning: cannot pin the generator to CPU {cpu}"));
         }
+    }
+    if a.nice != 0 && !gen::set_nice(a.nice) {
+        progress(&format!(
+            "warning: cannot set the generator's nice value to {}",
+            a.nice
+        ));
     }
     let paths: Vec<String> = if a.target.is_some() {
         vec!["target".into()]
@@ -241,6 +251,7 @@ pub fn run(a: &OcsmBenchArgs, mut progress: impl FnMut(&str)) -> Result<OcsmRepo
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
         shards: a.shards,
+        nice: a.nice,
         runs,
         summary,
         batched_over_plain,
@@ -279,6 +290,7 @@ fn run_path(
                 shards: a.shards,
                 memory: a.memory.clone(),
                 burst: a.burst,
+                nice: a.nice,
             })?;
             let (t, pid) = (p.ocsm, p.pid);
             (Some(p), t, Some(pid))

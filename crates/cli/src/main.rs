@@ -84,6 +84,9 @@ struct OcsmFlags {
     /// Datagrams per burst on the batched path (server default otherwise).
     #[arg(long)]
     burst: Option<usize>,
+    /// Nice value for the server and the generator (e.g. -10 on a busy shared machine; root).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    nice: i32,
     /// Where to write the chart.
     #[arg(long, default_value = "bench-ocsm.png")]
     png: std::path::PathBuf,
@@ -114,6 +117,7 @@ fn bench_ocsm(f: OcsmFlags) -> Result<(), String> {
         shards: f.shards,
         memory: f.memory,
         burst: f.burst,
+        nice: f.nice,
         png: (!f.no_png).then_some(f.png),
         seed: f.seed,
     };

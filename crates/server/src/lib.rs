@@ -77,6 +77,31 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
+        // OCSM: the plain path has a thread of its own; the batched path runs inside shard 0.
+        let mut ocsm_addr = None;
+        let mut ocsm_spawn = None;
+        if let Some(port) = cfg.ocsm_port_effective() {
+            let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
+            ocsm_addr = Some(a);
+            ocsm_spawn = Some(ocsm::OcsmSpawn {
+                sock,
+                peers: peers.clone(),
+                path: cfg.ocsm_path,
+                limits: directkv_proto::ocsm::OcsmLimits {
+                    datagram_bytes_max: cfg.ocsm_datagram_bytes_max,
+                },
+                burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
+                stats: stats.clone(),
+                stop: stop_rx.clone(),
+            });
+        }
+        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path == ocsm::OcsmPath::Plain) {
+            let t = std::thread::Builder::new()
+                .name("ocsm".into())
+                .spawn(move || ocsm::serve_plain(spawn))
+                .map_err(|e| e.to_string())?;
+            threads.push(t);
+        }
         for (id, ((engine, jobs), crx)) in
             engines.into_iter().zip(job_rxs).zip(conn_rxs).enumerate()
         {
@@ -91,6 +116,7 @@ impl Server {
                 cfg: cfg.clone(),
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
+                ocsm: if id == 0 { ocsm_spawn.take() } else { None },
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -110,27 +136,6 @@ impl Server {
             let t = std::thread::Builder::new()
                 .name("udp".into())
                 .spawn(move || udp::serve(udp, peers, limits, stop))
-                .map_err(|e| e.to_string())?;
-            threads.push(t);
-        }
-        let mut ocsm_addr = None;
-        if let Some(port) = cfg.ocsm_port_effective() {
-            let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
-            ocsm_addr = Some(a);
-            let spawn = ocsm::OcsmSpawn {
-                sock,
-                peers: peers.clone(),
-                path: cfg.ocsm_path,
-                limits: directkv_proto::ocsm::OcsmLimits {
-                    datagram_bytes_max: cfg.ocsm_datagram_bytes_max,
-                },
-                burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
-                stats: stats.clone(),
-                stop: stop_rx.clone(),
-            };
-            let t = std::thread::Builder::new()
-                .name("ocsm".into())
-                .spawn(move || ocsm::serve(spawn))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }

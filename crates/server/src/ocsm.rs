@@ -32,6 +32,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,10 +43,10 @@ use directkv_proto::ocsm::{
     OcsmLimits, Opcode, Status,
 };
 use serde::Deserialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::plan::Pending;
-use crate::shard::Job;
+use crate::shard::{Job, ServerStats, ShardCtx};
 use crate::udp::execute_blocking;
 
 /// How often the receive loops check for shutdown.
@@ -97,28 +98,25 @@ pub struct OcsmSpawn {
     pub path: OcsmPath,
     pub limits: OcsmLimits,
     pub burst_datagrams_max: usize,
-    pub stats: Arc<crate::shard::ServerStats>,
+    pub stats: Arc<ServerStats>,
     pub stop: watch::Receiver<bool>,
 }
 
-/// Serves until `stop` turns true.
-pub fn serve(s: OcsmSpawn) {
+/// The plain path: serves from its own thread until `stop` turns true.
+pub fn serve_plain(s: OcsmSpawn) {
     let _ = s.sock.set_read_timeout(Some(STOP_POLL));
-    let burst = Burst::new(s.peers.len(), s.limits, &s.stats.ocsm);
-    match s.path {
-        OcsmPath::Plain => plain(&s, burst),
-        OcsmPath::Batched => batched(&s, burst),
-    }
+    let burst = Burst::new(s.peers.len(), s.limits, s.stats.clone());
+    plain(&s, burst);
 }
 
-fn plain(s: &OcsmSpawn, mut burst: Burst<'_>) {
+fn plain(s: &OcsmSpawn, mut burst: Burst) {
     // One byte more than the limit, so an oversized datagram is seen as such.
     let mut buf = vec![0u8; s.limits.datagram_bytes_max + 1];
     while !*s.stop.borrow() {
         let Ok((n, from)) = s.sock.recv_from(&mut buf) else {
             continue;
         };
-        burst.answer(&[&buf[..n]], &s.peers);
+        burst.answer_blocking(&[&buf[..n]], &s.peers);
         if let Some(r) = burst.reply(0) {
             let _ = s.sock.send_to(r, from);
         }
@@ -165,9 +163,8 @@ impl MmsgRecv {
         m
     }
 
-    /// Receives up to a burst (blocking for the first datagram, up to the socket's read
-    /// timeout); returns how many arrived.
-    fn recv(&mut self, fd: i32) -> usize {
+    /// Receives what is waiting, up to a burst, without blocking (`WouldBlock` if nothing).
+    fn recv(&mut self, fd: i32) -> std::io::Result<usize> {
         for h in &mut self.hdrs {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_len = 0;
@@ -180,14 +177,14 @@ impl MmsgRecv {
                 fd,
                 self.hdrs.as_mut_ptr(),
                 self.hdrs.len() as u32,
-                libc::MSG_WAITFORONE,
+                libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
         if n < 0 {
-            0
+            Err(std::io::Error::last_os_error())
         } else {
-            n as usize
+            Ok(n as usize)
         }
     }
 
@@ -197,26 +194,105 @@ impl MmsgRecv {
     }
 }
 
-fn batched(s: &OcsmSpawn, mut burst: Burst<'_>) {
-    let fd = s.sock.as_raw_fd();
-    let n_max = s.burst_datagrams_max.max(1);
-    let mut rx = MmsgRecv::new(n_max, s.limits.datagram_bytes_max + 1);
-    let mut send_iovs: Vec<libc::iovec> = Vec::with_capacity(n_max);
-    let mut send_hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(n_max);
-    while !*s.stop.borrow() {
-        let n = rx.recv(fd);
-        if n == 0 {
+/// The batched path: a task of the shard thread that owns shard 0 (`shard::run` spawns it), so
+/// that operations on that shard's keys run on its engine directly, with no thread hop; other
+/// shards' operations go over their queues, one batch per shard per burst.
+pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
+    let OcsmSpawn {
+        sock,
+        limits,
+        burst_datagrams_max,
+        stats,
+        mut stop,
+        ..
+    } = s;
+    let fd = sock.as_raw_fd();
+    let sock = match sock
+        .set_nonblocking(true)
+        .and_then(|_| tokio::net::UdpSocket::from_std(sock))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "OCSM socket cannot join the shard's event loop");
+            return;
+        }
+    };
+    let n_max = burst_datagrams_max.max(1);
+    let mut burst = Burst::new(ctx.shards(), limits, stats.clone());
+    let mut rx = MmsgRecv::new(n_max, limits.datagram_bytes_max + 1);
+    let mut tx = MmsgSend::new(n_max);
+    loop {
+        tokio::select! {
+            r = sock.readable() => if r.is_err() { return },
+            _ = stop.changed() => return,
+        }
+        let n = match sock.try_io(tokio::io::Interest::READABLE, || rx.recv(fd)) {
+            Ok(n) => n,
+            Err(_) => continue,
+        };
+        stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
+        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
+        burst.plan_all(&datagrams);
+        let results = execute_in_shard(&ctx, &mut burst.pending).await;
+        burst.encode_all(&datagrams, &results);
+        drop(datagrams);
+        tx.send(fd, &burst, &rx, n);
+    }
+}
+
+/// Runs a burst's per-shard batches: this shard's on its engine, the others over their queues
+/// (sent first, so they run while this one does).
+async fn execute_in_shard(ctx: &ShardCtx, p: &mut Pending) -> Vec<Option<Results>> {
+    let mut out: Vec<Option<Results>> = (0..ctx.shards()).map(|_| None).collect();
+    let mut waits = Vec::new();
+    for (s, peer) in ctx.peers.iter().enumerate() {
+        if s == ctx.id || p.batches[s].is_empty() {
             continue;
         }
-        s.stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
-        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
-        burst.answer(&datagrams, &s.peers);
-        drop(datagrams);
-        send_iovs.clear();
-        send_hdrs.clear();
+        let (tx, rx) = oneshot::channel();
+        let batch = std::mem::take(&mut p.batches[s]);
+        if peer.send(Job::Execute { batch, reply: tx }).await.is_ok() {
+            waits.push((s, rx));
+        }
+    }
+    if !p.batches[ctx.id].is_empty() {
+        let mut r = Results::default();
+        ctx.engine
+            .borrow_mut()
+            .execute(&p.batches[ctx.id].ops(), &mut r);
+        out[ctx.id] = Some(r);
+    }
+    for (s, rx) in waits {
+        if let Ok((batch, r)) = rx.await {
+            p.batches[s] = batch;
+            out[s] = Some(r);
+        }
+    }
+    out
+}
+
+/// `sendmmsg` headers, reused across bursts.
+struct MmsgSend {
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl MmsgSend {
+    fn new(burst: usize) -> MmsgSend {
+        MmsgSend {
+            iovs: Vec::with_capacity(burst),
+            hdrs: Vec::with_capacity(burst),
+        }
+    }
+
+    /// Sends the replies to the first `n` datagrams of `rx` (those that get one), each to its
+    /// sender. A datagram the kernel refuses (full send buffer) is dropped, as the network might.
+    fn send(&mut self, fd: i32, burst: &Burst, rx: &MmsgRecv, n: usize) {
+        self.iovs.clear();
+        self.hdrs.clear();
         for i in 0..n {
             let Some(r) = burst.reply(i) else { continue };
-            send_iovs.push(libc::iovec {
+            self.iovs.push(libc::iovec {
                 iov_base: r.as_ptr() as *mut libc::c_void,
                 iov_len: r.len(),
             });
@@ -224,36 +300,35 @@ fn batched(s: &OcsmSpawn, mut burst: Burst<'_>) {
             let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
             h.msg_hdr.msg_name = rx.hdrs[i].msg_hdr.msg_name;
             h.msg_hdr.msg_namelen = rx.hdrs[i].msg_hdr.msg_namelen;
-            send_hdrs.push(h);
+            self.hdrs.push(h);
         }
-        // The iovec vector is complete now and will not move: point the headers at it.
-        for (h, iov) in send_hdrs.iter_mut().zip(send_iovs.iter_mut()) {
+        // The iovec vector is complete and will not move now: point the headers at it.
+        for (h, iov) in self.hdrs.iter_mut().zip(self.iovs.iter_mut()) {
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
         }
         let mut sent = 0;
-        while sent < send_hdrs.len() {
+        while sent < self.hdrs.len() {
             // SAFETY: the headers point at iovecs over `burst`'s reply buffer and at addresses
-            // in `rx`, all alive and unchanged until the loop ends.
+            // in `rx`, all alive and unchanged for the call.
             let k = unsafe {
                 libc::sendmmsg(
                     fd,
-                    send_hdrs[sent..].as_mut_ptr(),
-                    (send_hdrs.len() - sent) as u32,
-                    0,
+                    self.hdrs[sent..].as_mut_ptr(),
+                    (self.hdrs.len() - sent) as u32,
+                    libc::MSG_DONTWAIT,
                 )
             };
-            // A datagram the kernel refuses is dropped, as the network might: skip it.
             sent += if k <= 0 { 1 } else { k as usize };
         }
     }
 }
 
 /// One burst of datagrams planned, executed and answered; reused for every burst.
-struct Burst<'s> {
+struct Burst {
     pending: Pending,
     limits: OcsmLimits,
-    stats: &'s OcsmStats,
+    stats: Arc<ServerStats>,
     /// Per datagram: the reply bytes' range in `out` (empty = no reply).
     replies: Vec<Range<usize>>,
     /// Per datagram: its planned messages' range in `slots`, or the refusal.
@@ -265,8 +340,8 @@ struct Burst<'s> {
     value: Vec<u8>,
 }
 
-impl<'s> Burst<'s> {
-    fn new(shards: usize, limits: OcsmLimits, stats: &'s OcsmStats) -> Burst<'s> {
+impl Burst {
+    fn new(shards: usize, limits: OcsmLimits, stats: Arc<ServerStats>) -> Burst {
         Burst {
             pending: Pending::new(shards),
             limits,
@@ -286,7 +361,8 @@ impl<'s> Burst<'s> {
     }
 
     /// Plans every datagram, runs the burst as one batch per shard, encodes every reply.
-    fn answer(&mut self, datagrams: &[&[u8]], peers: &[mpsc::Sender<Job>]) {
+    /// Plans every datagram of a burst: their operations land in `pending`, per shard.
+    fn plan_all(&mut self, datagrams: &[&[u8]]) {
         self.pending.clear();
         self.plans.clear();
         self.slots.clear();
@@ -294,16 +370,15 @@ impl<'s> Burst<'s> {
             let plan = self.plan(d);
             self.plans.push(plan);
         }
-        let results = if self.pending.locs.is_empty() {
-            Vec::new()
-        } else {
-            execute_blocking(peers, &mut self.pending)
-        };
+    }
+
+    /// Encodes every reply of a burst from the shards' results.
+    fn encode_all(&mut self, datagrams: &[&[u8]], results: &[Option<Results>]) {
         self.out.clear();
         self.replies.clear();
         for (i, d) in datagrams.iter().enumerate() {
             let start = self.out.len();
-            self.encode_reply(i, d, &results);
+            self.encode_reply(i, d, results);
             // Anti-amplification, checked where it matters: never send more than was received.
             if self.out.len() - start > d.len() {
                 debug_assert!(false, "OCSM reply larger than its request");
@@ -311,16 +386,28 @@ impl<'s> Burst<'s> {
             }
             self.replies.push(start..self.out.len());
         }
-        let messages = self.slots.len() as u64;
-        self.stats
-            .datagrams
+        let o = &self.stats.ocsm;
+        o.datagrams
             .fetch_add(datagrams.len() as u64, Ordering::Relaxed);
-        self.stats.messages.fetch_add(messages, Ordering::Relaxed);
+        o.messages
+            .fetch_add(self.slots.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Plans, executes (sending every shard its batch and waiting) and encodes, from a thread
+    /// outside the shards.
+    fn answer_blocking(&mut self, datagrams: &[&[u8]], peers: &[mpsc::Sender<Job>]) {
+        self.plan_all(datagrams);
+        let results = if self.pending.locs.is_empty() {
+            Vec::new()
+        } else {
+            execute_blocking(peers, &mut self.pending)
+        };
+        self.encode_all(datagrams, &results);
     }
 
     fn plan(&mut self, d: &[u8]) -> Result<Range<usize>, (u32, ErrorCode)> {
         let dg = decode_request(d, &self.limits).map_err(|e| {
-            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.ocsm.errors.fetch_add(1, Ordering::Relaxed);
             (e.sequence, e.code)
         })?;
         let first = self.slots.len();

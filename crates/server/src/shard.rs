@@ -119,6 +119,8 @@ pub struct ShardSpawn {
     pub cfg: Arc<ServerConfig>,
     pub stats: Arc<ServerStats>,
     pub stop: watch::Receiver<bool>,
+    /// The OCSM socket when this shard serves the batched OCSM path (`ocsm.rs`).
+    pub ocsm: Option<crate::ocsm::OcsmSpawn>,
 }
 
 /// Runs a shard until `stop` turns true.
@@ -140,6 +142,7 @@ pub fn run(s: ShardSpawn) {
         cfg,
         stats,
         mut stop,
+        ocsm,
     } = s;
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
@@ -153,6 +156,9 @@ pub fn run(s: ShardSpawn) {
             started: std::time::Instant::now(),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
+        if let Some(o) = ocsm {
+            tokio::task::spawn_local(crate::ocsm::serve_batched(ctx.clone(), o));
+        }
         loop {
             tokio::select! {
                 conn = conns.recv() => match conn {

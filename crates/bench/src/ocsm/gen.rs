@@ -348,6 +348,12 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
+/// Sets the calling thread's nice value; false if the kernel refused.
+pub fn set_nice(nice: i32) -> bool {
+    // SAFETY: setpriority has no memory effects; who = 0 is the calling thread.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
+}
+
 /// Sends `req` and waits for one reply, retrying on loss; returns the reply.
 pub fn exchange(sock: &UdpSocket, req: &[u8], tries: usize) -> Result<Vec<u8>, String> {
     sock.set_read_timeout(Some(Duration::from_millis(200)))

@@ -27,6 +27,8 @@ pub struct ServerSpec {
     pub shards: usize,
     pub memory: String,
     pub burst: Option<usize>,
+    /// Nice value for the server (negative = ahead of other work on its core; needs root).
+    pub nice: i32,
 }
 
 pub struct ServerProc {
@@ -58,14 +60,17 @@ impl ServerProc {
         ));
         let log_file =
             std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut cmd = match spec.cpu {
-            Some(cpu) => {
-                let mut c = Command::new("taskset");
-                c.arg("-c").arg(cpu.to_string()).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
+        // `nice` and `taskset` exec what follows, so the child's PID is the server's.
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if spec.nice != 0 {
+            argv.extend(["nice".into(), "-n".into(), spec.nice.to_string().into()]);
+        }
+        if let Some(cpu) = spec.cpu {
+            argv.extend(["taskset".into(), "-c".into(), cpu.to_string().into()]);
+        }
+        argv.push(exe.clone().into());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         cmd.args(["serve", "--port", "0", "--metrics-port", "0"])
             .args(["--ocsm-port", &port.to_string(), "--ocsm-path", &spec.path])
             .args([
