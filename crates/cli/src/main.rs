@@ -210,6 +210,9 @@ struct ServeFlags {
     /// OCSM UDP port (0 = any free port).
     #[arg(long)]
     ocsm_port: Option<u16>,
+    /// Do not serve OCSM.
+    #[arg(long, conflicts_with = "ocsm_port")]
+    no_ocsm: bool,
     /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts).
     #[arg(long, value_parser = parse_ocsm_path)]
     ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
@@ -257,6 +260,9 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     }
     if f.ocsm_port.is_some() {
         cfg.ocsm_port = f.ocsm_port;
+    }
+    if f.no_ocsm {
+        cfg.ocsm_port = None;
     }
     if let Some(p) = f.ocsm_path {
         cfg.ocsm_path = p;

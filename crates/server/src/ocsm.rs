@@ -1,20 +1,23 @@
-//! OCSM over UDP (seed 004; default `127.0.0.1:7071`): one blocking thread receives datagrams
-//! of 32- or 64-byte messages, turns their messages into engine operations, sends each shard
-//! its operations over the shard queues, and replies with one datagram per request.
+//! OCSM over UDP (seed 004; default `127.0.0.1:7071`): datagrams of 32- or 64-byte messages
+//! turned into engine operations, executed by the shards that own the keys, and answered with
+//! one datagram per request.
 //!
 //! Two paths, chosen by `ocsm_path` (the seed compares a socket implementation with a
-//! kernel-bypass one; ours is the plain socket loop against a batched socket loop):
+//! kernel-bypass one; ours is a plain socket loop against a batched one):
 //!
 //! ```text
-//!  plain    recv_from ─► decode ─► one engine batch (per shard) ─► encode ─► send_to      (x1)
-//!  batched  recvmmsg (≤ ocsm_burst_datagrams_max) ─► decode all ─► ONE engine batch per
-//!           shard for the whole burst ─► encode all ─► sendmmsg
+//!  plain    own thread:  recv_from ─► decode ─► one engine batch per touched shard, over the
+//!                        shard queues (wait) ─► encode ─► send_to          one datagram at a time
+//!  batched  task of shard 0's thread (tokio readiness on the socket):
+//!           recvmmsg (≤ ocsm_burst_datagrams_max) ─► decode all ─► ONE engine batch per shard
+//!           for the whole burst (shard 0's own on its engine directly, the others over their
+//!           queues) ─► encode all ─► sendmmsg
 //! ```
 //!
-//! The batched path saves, per datagram, a receive and a send system call and a round trip
-//! through every touched shard's queue (the shard wakes once per burst, not once per datagram),
-//! and gives the engine's pipeline bigger batches. Both paths share the planning and reply code
-//! in [`Burst`], so they answer identically (the tests run one suite on both).
+//! The batched path saves, per datagram, a receive and a send system call and (for shard 0's
+//! keys, all of them with one shard) the two thread switches of a queue round trip, and gives
+//! the engine's pipeline bigger batches. Both paths share the planning and reply code in
+//! [`Burst`], so they answer byte-for-byte the same (the tests run one suite on both).
 //!
 //! Semantics (ours, docs/protocol.md): insert = put if absent (`Exists` otherwise), modify =
 //! replace a present key (`NotFound` otherwise), delete, search = get. A value is the message's
