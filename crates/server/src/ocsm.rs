@@ -239,7 +239,13 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
         let results = execute_in_shard(&ctx, &mut burst.pending).await;
         burst.encode_all(&datagrams, &results);
         drop(datagrams);
-        tx.send(fd, &burst, &rx, n);
+        tx.prepare(&burst, &rx, n);
+        // A full send buffer makes the burst wait for room rather than drop its replies.
+        while !tx.send_some(fd) {
+            if sock.writable().await.is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -278,6 +284,8 @@ async fn execute_in_shard(ctx: &ShardCtx, p: &mut Pending) -> Vec<Option<Results
 struct MmsgSend {
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Replies of the current burst already sent.
+    sent: usize,
 }
 
 impl MmsgSend {
@@ -285,14 +293,16 @@ impl MmsgSend {
         MmsgSend {
             iovs: Vec::with_capacity(burst),
             hdrs: Vec::with_capacity(burst),
+            sent: 0,
         }
     }
 
-    /// Sends the replies to the first `n` datagrams of `rx` (those that get one), each to its
-    /// sender. A datagram the kernel refuses (full send buffer) is dropped, as the network might.
-    fn send(&mut self, fd: i32, burst: &Burst, rx: &MmsgRecv, n: usize) {
+    /// Points the headers at the replies to the first `n` datagrams of `rx` (those that get
+    /// one), each addressed to its sender.
+    fn prepare(&mut self, burst: &Burst, rx: &MmsgRecv, n: usize) {
         self.iovs.clear();
         self.hdrs.clear();
+        self.sent = 0;
         for i in 0..n {
             let Some(r) = burst.reply(i) else { continue };
             self.iovs.push(libc::iovec {
@@ -310,20 +320,35 @@ impl MmsgSend {
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
         }
-        let mut sent = 0;
-        while sent < self.hdrs.len() {
-            // SAFETY: the headers point at iovecs over `burst`'s reply buffer and at addresses
-            // in `rx`, all alive and unchanged for the call.
+    }
+
+    /// Sends what is left of the prepared replies; false if the socket's send buffer is full
+    /// (wait for writability and call again). Other refusals drop that one reply, as the
+    /// network might.
+    fn send_some(&mut self, fd: i32) -> bool {
+        while self.sent < self.hdrs.len() {
+            // SAFETY: the headers point at iovecs over the burst's reply buffer and at
+            // addresses in the receive side, all alive and unchanged since `prepare` (the
+            // caller neither receives nor plans until every reply is sent).
             let k = unsafe {
                 libc::sendmmsg(
                     fd,
-                    self.hdrs[sent..].as_mut_ptr(),
-                    (self.hdrs.len() - sent) as u32,
+                    self.hdrs[self.sent..].as_mut_ptr(),
+                    (self.hdrs.len() - self.sent) as u32,
                     libc::MSG_DONTWAIT,
                 )
             };
-            sent += if k <= 0 { 1 } else { k as usize };
+            if k > 0 {
+                self.sent += k as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return false;
+            }
+            self.sent += 1;
         }
+        true
     }
 }
 
@@ -497,8 +522,8 @@ impl Burst {
     }
 }
 
-/// Binds the OCSM socket and asks for a receive buffer of `recv_buffer_bytes` (0 = keep the
-/// system default; the kernel caps the request at `net.core.rmem_max`).
+/// Binds the OCSM socket and asks for receive and send buffers of `recv_buffer_bytes` (0 =
+/// keep the system defaults; the kernel caps the requests at `net.core.{r,w}mem_max`).
 pub fn bind(
     bind: &str,
     port: u16,
@@ -508,16 +533,19 @@ pub fn bind(
         .map_err(|e| format!("cannot bind OCSM UDP {bind}:{port}: {e}"))?;
     if recv_buffer_bytes > 0 {
         let bytes = recv_buffer_bytes.min(i32::MAX as usize) as libc::c_int;
-        // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int. A refusal only
-        // leaves the default buffer, so its result is ignored.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&bytes as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            );
+        // The send buffer gets the same size: a burst's replies leave in one sendmmsg.
+        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+            // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int. A refusal
+            // only leaves the default buffer, so its result is ignored.
+            unsafe {
+                libc::setsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as u32,
+                );
+            }
         }
     }
     let addr = sock.local_addr().map_err(|e| e.to_string())?;
