@@ -552,3 +552,100 @@ pub fn text(report: &OcsmReport) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(sent: f64, answered: f64, lat_us: &[u64]) -> StepReport {
+        let mut h = Histogram::<u64>::new_with_bounds(1, gen::LATENCY_US_MAX, 3).unwrap();
+        for &l in lat_us {
+            h.record(l).unwrap();
+        }
+        let r = gen::StepResult {
+            offered_msgs_per_sec: sent,
+            sent_msgs_per_sec: sent,
+            datagrams_sent: 100,
+            messages_sent: 4500,
+            messages_answered: (4500.0 * answered) as u64,
+            datagrams_answered: 100,
+            error_replies: 0,
+            latency_us: h,
+        };
+        step_report(&r, Some(900.0), 1e6)
+    }
+
+    fn report() -> OcsmReport {
+        let run = |path: &str, run, lossless_top: f64| PathRun {
+            path: path.into(),
+            run,
+            steps: vec![
+                step(1e6, 1.0, &[30, 40, 50]),
+                step(lossless_top, 1.0, &[60, 70, 900]),
+                step(lossless_top * 1.2, 0.9, &[3000]),
+            ],
+            lossless_msgs_per_sec: Some(lossless_top),
+            cpu_us_per_msg_at_lossless: Some(0.2),
+            generator_limited: false,
+        };
+        let runs = vec![
+            run("plain", 1, 2e6),
+            run("batched", 1, 3e6),
+            run("plain", 2, 2.2e6),
+        ];
+        OcsmReport {
+            msgs_per_datagram: 45,
+            keys: 10,
+            update_ratio: 0.0,
+            seconds_per_step: 1.0,
+            server_cpu: Some(1),
+            client_cpu: Some(0),
+            shards: 1,
+            nice: 0,
+            summary: Vec::new(),
+            runs,
+            batched_over_plain: None,
+            png: None,
+        }
+    }
+
+    #[test]
+    fn steps_give_fractions_percentiles_cpu_and_buckets() {
+        let s = step(1e6, 0.5, &[3, 5, 100]);
+        assert_eq!(s.answered_fraction, 0.5);
+        assert_eq!(s.latency_us_p50, 5);
+        assert_eq!(s.server_cpu_us_per_msg, Some(900.0 / 2250.0));
+        let total: f64 = s.latency_buckets.iter().map(|b| b.1).sum();
+        assert!((total - 1.0).abs() < 1e-9, "{:?}", s.latency_buckets);
+        assert_eq!(s.latency_buckets.last().unwrap().0, 128);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![1.0, 2.0]), Some(1.5));
+        let r = report();
+        assert_eq!(median_run(&r, "plain").unwrap().run, 2);
+        assert_eq!(r.runs[1].lossless_step().unwrap().sent_msgs_per_sec, 3e6);
+    }
+
+    #[test]
+    fn chart_and_text_render() {
+        let mut r = report();
+        r.summary = vec![PathSummary {
+            path: "plain".into(),
+            runs: 2,
+            lossless_msgs_per_sec_median: Some(2.1e6),
+            lossless_msgs_per_sec_all: vec![Some(2e6), Some(2.2e6)],
+            cpu_us_per_msg_at_lossless_median: Some(0.2),
+        }];
+        assert!(text(&r).contains("lossless    2100000 msgs/s"));
+        if chart::check_font().is_err() {
+            // scripts/test.sh installs the font; without it `bench ocsm` says so up front.
+            eprintln!("skipping the PNG check: DejaVu Sans is not installed");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("ocsm-chart-{}.png", std::process::id()));
+        chart::draw(&r, &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert!(png.len() > 10_000);
+    }
+}

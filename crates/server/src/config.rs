@@ -55,7 +55,8 @@ pub struct ServerConfig {
     /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
     /// default 7071 also becomes 0, so servers started side by side never collide.
     pub ocsm_port: Option<u16>,
-    /// `plain` (recv_from/send_to per datagram) or `batched` (recvmmsg/sendmmsg bursts).
+    /// `plain` (recv_from/send_to per datagram), `batched` (recvmmsg/sendmmsg bursts in shard
+    /// 0) or `batched-thread` (the same bursts on a thread of their own).
     pub ocsm_path: crate::ocsm::OcsmPath,
     /// Datagrams per burst on the batched path.
     pub ocsm_burst_datagrams_max: usize,

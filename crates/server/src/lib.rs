@@ -77,7 +77,8 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
-        // OCSM: the plain path has a thread of its own; the batched path runs inside shard 0.
+        // OCSM: the plain and batched-thread paths have a thread of their own; the batched path
+        // runs inside shard 0.
         let mut ocsm_addr = None;
         let mut ocsm_spawn = None;
         if let Some(port) = cfg.ocsm_port_effective() {
@@ -95,10 +96,10 @@ impl Server {
                 stop: stop_rx.clone(),
             });
         }
-        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path == ocsm::OcsmPath::Plain) {
+        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::Batched) {
             let t = std::thread::Builder::new()
                 .name("ocsm".into())
-                .spawn(move || ocsm::serve_plain(spawn))
+                .spawn(move || ocsm::serve_thread(spawn))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
