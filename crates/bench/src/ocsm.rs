@@ -11,10 +11,11 @@
 //!
 //! ```text
 //!   for run in 1..=runs:                   (paths interleaved, so noise hits both alike)
-//!     for path in [plain, batched]:
+//!     for path in [plain, batched, ...]:
 //!       start server (taskset -c SERVER_CPU) ─► preload keys ─► rate ladder:
 //!         step(rate) = 1 s open loop + drain ─► answered %, latency, CPU µs/message
-//!         stop after STOP_AFTER_LOSSY steps in a row below LOSSY_FRACTION answered
+//!         stop after STOP_AFTER_LOSSY steps in a row below LOSSY_FRACTION answered, or
+//!         STOP_AFTER_GENERATOR_LIMITED steps the generator could not reach
 //!       stop server
 //!   summary: per path, medians over runs of the lossless rate and CPU µs/message there
 //! ```
@@ -45,6 +46,9 @@ const LADDER_STEPS_MAX: usize = 40;
 /// A step below this answered fraction counts as lossy for stopping the ladder.
 const LOSSY_FRACTION: f64 = 0.99;
 const STOP_AFTER_LOSSY: usize = 3;
+/// Steps in a row the generator could not reach before the ladder stops (higher rates would
+/// measure the generator, not the server).
+const STOP_AFTER_GENERATOR_LIMITED: usize = 2;
 /// A step whose achieved send rate is below this share of the offered one was limited by the
 /// generator, not the server.
 const GENERATOR_LIMITED_SHARE: f64 = 0.97;
@@ -306,6 +310,7 @@ fn run_path(
     };
     let mut steps = Vec::new();
     let mut lossy_in_a_row = 0;
+    let mut limited_in_a_row = 0;
     for (i, &rate) in rates.iter().enumerate() {
         let cpu0 = pid.map(server::cpu_us).transpose()?;
         let t0 = std::time::Instant::now();
@@ -337,8 +342,15 @@ fn run_path(
         } else {
             0
         };
+        limited_in_a_row = if step.generator_limited {
+            limited_in_a_row + 1
+        } else {
+            0
+        };
         steps.push(step);
-        if lossy_in_a_row >= STOP_AFTER_LOSSY && a.rates.is_empty() {
+        let stop =
+            lossy_in_a_row >= STOP_AFTER_LOSSY || limited_in_a_row >= STOP_AFTER_GENERATOR_LIMITED;
+        if stop && a.rates.is_empty() {
             break;
         }
     }

@@ -213,15 +213,15 @@ struct ServeFlags {
     /// Do not serve OCSM.
     #[arg(long, conflicts_with = "ocsm_port")]
     no_ocsm: bool,
-    /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts in
-    /// shard 0) | batched-thread (the same bursts on a thread of their own).
+    /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts on
+    /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
     #[arg(long, value_parser = parse_ocsm_path)]
     ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
 }
 
 fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
     directkv_server::ocsm::OcsmPath::parse(s)
-        .ok_or_else(|| format!("unknown OCSM path {s:?} (plain | batched | batched-thread)"))
+        .ok_or_else(|| format!("unknown OCSM path {s:?} (plain | batched | batched-shard)"))
 }
 
 fn serve(f: ServeFlags) -> Result<(), String> {

@@ -31,7 +31,7 @@ fn client(srv: &Server) -> OcsmClient {
 
 #[test]
 fn the_four_operations_on_96_bit_keys() {
-    for path in [OcsmPath::Plain, OcsmPath::Batched] {
+    for path in [OcsmPath::Plain, OcsmPath::Batched, OcsmPath::BatchedShard] {
         let srv = start(path);
         let mut c = client(&srv);
         let k = *b"order-000001";

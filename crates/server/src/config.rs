@@ -22,7 +22,7 @@ pub const ARGS_MAX_DEFAULT: usize = 1 << 20;
 pub const SHARD_QUEUE_LEN_DEFAULT: usize = 1024;
 /// OCSM over UDP (seed 004): default port.
 pub const OCSM_PORT_DEFAULT: u16 = 7071;
-/// Datagrams the batched OCSM path receives with one `recvmmsg` and runs as one engine batch.
+/// Datagrams the batched OCSM paths receive with one `recvmmsg` and runs as one engine batch.
 pub const OCSM_BURST_DATAGRAMS_MAX_DEFAULT: usize = 64;
 /// Receive buffer asked for the OCSM socket (SO_RCVBUF; the kernel caps it at
 /// `net.core.rmem_max`): deep enough to ride out a few milliseconds without being scheduled at
@@ -55,10 +55,10 @@ pub struct ServerConfig {
     /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
     /// default 7071 also becomes 0, so servers started side by side never collide.
     pub ocsm_port: Option<u16>,
-    /// `plain` (recv_from/send_to per datagram), `batched` (recvmmsg/sendmmsg bursts in shard
-    /// 0) or `batched-thread` (the same bursts on a thread of their own).
+    /// `plain` (recv_from/send_to per datagram), `batched` (recvmmsg/sendmmsg bursts on their
+    /// own thread) or `batched-shard` (the same bursts inside shard 0's thread).
     pub ocsm_path: crate::ocsm::OcsmPath,
-    /// Datagrams per burst on the batched path.
+    /// Datagrams per burst on the batched paths.
     pub ocsm_burst_datagrams_max: usize,
     /// SO_RCVBUF of the OCSM socket (0 = the system default).
     pub ocsm_recv_buffer_bytes: usize,

@@ -77,8 +77,8 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
-        // OCSM: the plain and batched-thread paths have a thread of their own; the batched path
-        // runs inside shard 0.
+        // OCSM: the plain and batched paths have a thread of their own; batched-shard runs
+        // inside shard 0.
         let mut ocsm_addr = None;
         let mut ocsm_spawn = None;
         if let Some(port) = cfg.ocsm_port_effective() {
@@ -96,7 +96,7 @@ impl Server {
                 stop: stop_rx.clone(),
             });
         }
-        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::Batched) {
+        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::BatchedShard) {
             let t = std::thread::Builder::new()
                 .name("ocsm".into())
                 .spawn(move || ocsm::serve_thread(spawn))

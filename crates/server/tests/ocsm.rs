@@ -1,4 +1,5 @@
-//! OCSM over UDP against a real server, on both paths (plain and batched) with one suite: the
+//! OCSM over UDP against a real server, on every path (plain, batched, batched-shard) with one
+//! suite: the
 //! shared test vectors replayed as a session, full datagrams of every opcode, hostile datagrams
 //! (after which the server still answers), and replies never larger than their requests.
 
@@ -14,7 +15,7 @@ use directkv_server::ocsm::OcsmPath;
 use directkv_server::{Server, ServerConfig};
 
 const VECTORS: &str = include_str!("../../proto/tests/vectors/ocsm.txt");
-const PATHS: [OcsmPath; 3] = [OcsmPath::Plain, OcsmPath::Batched, OcsmPath::BatchedThread];
+const PATHS: [OcsmPath; 3] = [OcsmPath::Plain, OcsmPath::Batched, OcsmPath::BatchedShard];
 
 fn start(path: OcsmPath, shards: usize) -> Server {
     Server::start(ServerConfig {
