@@ -12,6 +12,12 @@ if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null;
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
+# DejaVu Sans for the benchmark charts (plotters draws text with it; `bench ocsm` and its tests).
+if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
+fi
 python3 -c "import redis" 2>/dev/null || python3 -m pip install -q redis
 
 cargo fmt --all -- --check

@@ -35,6 +35,99 @@ enum Cmd {
 enum BenchCmd {
     /// Drive one engine in-process (no network) and compare with the machine's line-read limit.
     Engine(EngineFlags),
+    /// OCSM over UDP (seed 004): open-loop rate ladder against the plain and batched server
+    /// paths; fraction answered, lossless rate, latency distribution, server CPU µs/message.
+    Ocsm(OcsmFlags),
+}
+
+#[derive(Args)]
+struct OcsmFlags {
+    /// Server paths to start and compare, e.g. plain,batched.
+    #[arg(long = "path", default_value = "plain,batched", value_delimiter = ',')]
+    paths: Vec<String>,
+    /// Drive an already running server's OCSM address instead of starting one.
+    #[arg(long)]
+    target: Option<std::net::SocketAddr>,
+    /// With --target: the server's PID, for CPU microseconds per message.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Offered rates in messages/s, e.g. 100000,200000 (default: a ladder from 50k, x1.2).
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<f64>,
+    /// Seconds per offered rate.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Milliseconds to wait for late replies after each step.
+    #[arg(long, default_value_t = 200)]
+    drain_ms: u64,
+    /// Keys preloaded (and searched uniformly).
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Share of datagrams that are updates (modify) instead of searches.
+    #[arg(long, default_value_t = 0.0)]
+    update_ratio: f64,
+    #[arg(long, default_value_t = directkv_bench::ocsm::MSGS_PER_DATAGRAM_DEFAULT)]
+    msgs_per_datagram: usize,
+    /// Runs per path (the summary gives medians); paths are interleaved.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// CPU the server is pinned to (taskset); -1 = not pinned.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    server_cpu: i64,
+    /// CPU the generator is pinned to; -1 = not pinned.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    client_cpu: i64,
+    #[arg(long, default_value_t = 1)]
+    shards: usize,
+    #[arg(long, default_value = "256M")]
+    memory: String,
+    /// Datagrams per burst on the batched path (server default otherwise).
+    #[arg(long)]
+    burst: Option<usize>,
+    /// Nice value for the server and the generator (e.g. -10 on a busy shared machine; root).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    nice: i32,
+    /// Where to write the chart.
+    #[arg(long, default_value = "bench-ocsm.png")]
+    png: std::path::PathBuf,
+    #[arg(long)]
+    no_png: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bench_ocsm(f: OcsmFlags) -> Result<(), String> {
+    let cpu = |c: i64| usize::try_from(c).ok();
+    let args = directkv_bench::ocsm::OcsmBenchArgs {
+        target: f.target,
+        server_pid: f.server_pid,
+        paths: f.paths,
+        rates: f.rates,
+        seconds: f.seconds,
+        drain_ms: f.drain_ms,
+        keys: f.keys,
+        update_ratio: f.update_ratio,
+        msgs_per_datagram: f.msgs_per_datagram,
+        runs: f.runs,
+        server_cpu: cpu(f.server_cpu),
+        client_cpu: cpu(f.client_cpu),
+        shards: f.shards,
+        memory: f.memory,
+        burst: f.burst,
+        nice: f.nice,
+        png: (!f.no_png).then_some(f.png),
+        seed: f.seed,
+    };
+    let r = directkv_bench::ocsm::run(&args, |line| eprintln!("{line}"))?;
+    if f.json {
+        println!("{}", serde_json::to_string(&r).expect("serializable"));
+    } else {
+        print!("{}", directkv_bench::ocsm::text(&r));
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -114,6 +207,21 @@ struct ServeFlags {
     memory: Option<usize>,
     #[arg(long)]
     requirepass: Option<String>,
+    /// OCSM UDP port (0 = any free port).
+    #[arg(long)]
+    ocsm_port: Option<u16>,
+    /// Do not serve OCSM.
+    #[arg(long, conflicts_with = "ocsm_port")]
+    no_ocsm: bool,
+    /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts on
+    /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
+    #[arg(long, value_parser = parse_ocsm_path)]
+    ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
+}
+
+fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
+    directkv_server::ocsm::OcsmPath::parse(s)
+        .ok_or_else(|| format!("unknown OCSM path {s:?} (plain | batched | batched-shard)"))
 }
 
 fn serve(f: ServeFlags) -> Result<(), String> {
@@ -151,13 +259,24 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     if f.requirepass.is_some() {
         cfg.requirepass = f.requirepass;
     }
+    if f.ocsm_port.is_some() {
+        cfg.ocsm_port = f.ocsm_port;
+    }
+    if f.no_ocsm {
+        cfg.ocsm_port = None;
+    }
+    if let Some(p) = f.ocsm_path {
+        cfg.ocsm_path = p;
+    }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
         std::io::stderr(),
-        "directkv {} serving RESP and native on {} (metrics {}) with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
         server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
+        server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
+        cfg.ocsm_path.name(),
         cfg.shard_count(),
         cfg.memory_bytes
     );
@@ -261,6 +380,9 @@ fn main() {
         Cmd::Bench {
             what: BenchCmd::Engine(f),
         } => bench_engine(f),
+        Cmd::Bench {
+            what: BenchCmd::Ocsm(f),
+        } => bench_ocsm(f),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

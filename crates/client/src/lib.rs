@@ -20,13 +20,13 @@
 //! typed errors (`ClientError`); a hot path cheap enough to drive millions of operations per
 //! second from one core (reused buffers, no allocation per operation beyond what the caller
 //! keeps).
-//! Non-goals: RESP (use any Redis client), UDP and OCSM (separate modules), connection pools
+//! Non-goals: RESP (use any Redis client), the native protocol over UDP, connection pools
 //! shared between tasks.
 //!
 //! Layout: `client.rs` the async client and its retry policy; `batch.rs` staging and the batch
 //! builder; `round.rs` one shard's frames on its connection; `conn.rs` connection handshake;
 //! `reply.rs` typed results; `blocking.rs` the blocking wrapper; `config.rs` settings;
-//! `error.rs` errors.
+//! `error.rs` errors; `ocsm` the OCSM (seed 004) client over UDP.
 
 mod batch;
 mod blocking;
@@ -34,6 +34,7 @@ mod client;
 mod config;
 mod conn;
 mod error;
+pub mod ocsm;
 mod reply;
 mod round;
 

@@ -1,4 +1,6 @@
 //! directkv's wire protocols as sans-IO codecs: bytes in, requests out; replies in, bytes out.
-//! No I/O, no async: the server and the client share these so they cannot drift.
+//! Native, RESP and OCSM (UDP, seed 004). No I/O, no async: the server and the client share
+//! these so they cannot drift.
 pub mod native;
+pub mod ocsm;
 pub mod resp;

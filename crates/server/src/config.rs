@@ -20,6 +20,14 @@ pub const COMMANDS_PER_BATCH_MAX_DEFAULT: usize = 1024;
 pub const ARGS_MAX_DEFAULT: usize = 1 << 20;
 /// Jobs queued to a shard from other shards before senders wait.
 pub const SHARD_QUEUE_LEN_DEFAULT: usize = 1024;
+/// OCSM over UDP (seed 004): default port.
+pub const OCSM_PORT_DEFAULT: u16 = 7071;
+/// Datagrams the batched OCSM paths receive with one `recvmmsg` and runs as one engine batch.
+pub const OCSM_BURST_DATAGRAMS_MAX_DEFAULT: usize = 64;
+/// Receive buffer asked for the OCSM socket (SO_RCVBUF; the kernel caps it at
+/// `net.core.rmem_max`): deep enough to ride out a few milliseconds without being scheduled at
+/// the seed's 45-message datagrams (4 MiB holds about 1400 of them).
+pub const OCSM_RECV_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Seconds a client may take to read its replies before it is disconnected.
 pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 
@@ -44,6 +52,18 @@ pub struct ServerConfig {
     pub args_max: usize,
     pub shard_queue_len: usize,
     pub reply_write_timeout_secs: u64,
+    /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
+    /// default 7071 also becomes 0, so servers started side by side never collide.
+    pub ocsm_port: Option<u16>,
+    /// `plain` (recv_from/send_to per datagram), `batched` (recvmmsg/sendmmsg bursts on their
+    /// own thread) or `batched-shard` (the same bursts inside shard 0's thread).
+    pub ocsm_path: crate::ocsm::OcsmPath,
+    /// Datagrams per burst on the batched paths.
+    pub ocsm_burst_datagrams_max: usize,
+    /// SO_RCVBUF of the OCSM socket (0 = the system default).
+    pub ocsm_recv_buffer_bytes: usize,
+    /// Largest OCSM datagram accepted (default: the UDP payload of a 1514-byte frame).
+    pub ocsm_datagram_bytes_max: usize,
     /// Expected key + value bytes and target memory utilization, for the engine's tuning.
     pub expected_kv_bytes: usize,
     pub target_utilization: f64,
@@ -67,6 +87,11 @@ impl Default for ServerConfig {
             args_max: ARGS_MAX_DEFAULT,
             shard_queue_len: SHARD_QUEUE_LEN_DEFAULT,
             reply_write_timeout_secs: REPLY_WRITE_TIMEOUT_SECS_DEFAULT,
+            ocsm_port: Some(OCSM_PORT_DEFAULT),
+            ocsm_path: crate::ocsm::OcsmPath::Plain,
+            ocsm_burst_datagrams_max: OCSM_BURST_DATAGRAMS_MAX_DEFAULT,
+            ocsm_recv_buffer_bytes: OCSM_RECV_BUFFER_BYTES_DEFAULT,
+            ocsm_datagram_bytes_max: directkv_proto::ocsm::DATAGRAM_BYTES_MAX_DEFAULT,
             expected_kv_bytes: 32,
             target_utilization: 0.5,
         }
@@ -100,7 +125,27 @@ impl ServerConfig {
                     .into(),
             );
         }
+        if self.ocsm_burst_datagrams_max == 0 || self.ocsm_burst_datagrams_max > 1024 {
+            return Err(format!(
+                "ocsm_burst_datagrams_max {} not in 1..=1024",
+                self.ocsm_burst_datagrams_max
+            ));
+        }
+        let dmax = self.ocsm_datagram_bytes_max;
+        if !(directkv_proto::ocsm::HEADER_BYTES + 32..=directkv_proto::ocsm::DATAGRAM_BYTES_MAX_UDP)
+            .contains(&dmax)
+        {
+            return Err(format!("ocsm_datagram_bytes_max {dmax} not in 38..=65507"));
+        }
         Ok(())
+    }
+
+    /// The OCSM port to bind, if any (see `ocsm_port`).
+    pub fn ocsm_port_effective(&self) -> Option<u16> {
+        match self.ocsm_port {
+            Some(OCSM_PORT_DEFAULT) if self.port == 0 => Some(0),
+            p => p,
+        }
     }
 
     pub fn shard_count(&self) -> usize {

@@ -13,7 +13,8 @@
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
 //! shutdown. The native protocol is also served over UDP on the same port number (`udp.rs`).
 //! A native client's ATTACH moves its connection to the shard it names, so a shard-aware
-//! client reaches every shard without a cross-thread hop. Prometheus metrics are served over HTTP (`metrics.rs`).
+//! client reaches every shard without a cross-thread hop. OCSM (seed 004) is served over UDP on
+//! its own port by `ocsm.rs`. Prometheus metrics are served over HTTP (`metrics.rs`).
 
 pub mod batch;
 pub mod cmd;
@@ -22,6 +23,7 @@ pub mod conn;
 pub mod info;
 pub mod metrics;
 pub mod native_conn;
+pub mod ocsm;
 pub mod plan;
 pub mod shard;
 pub mod udp;
@@ -40,6 +42,8 @@ use shard::{ServerStats, ShardSpawn};
 pub struct Server {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    ocsm_addr: Option<SocketAddr>,
+    stats: Arc<ServerStats>,
     stop_tx: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     acceptor: Option<JoinHandle<()>>,
@@ -73,6 +77,32 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
+        // OCSM: the plain and batched paths have a thread of their own; batched-shard runs
+        // inside shard 0.
+        let mut ocsm_addr = None;
+        let mut ocsm_spawn = None;
+        if let Some(port) = cfg.ocsm_port_effective() {
+            let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
+            ocsm_addr = Some(a);
+            ocsm_spawn = Some(ocsm::OcsmSpawn {
+                sock,
+                peers: peers.clone(),
+                path: cfg.ocsm_path,
+                limits: directkv_proto::ocsm::OcsmLimits {
+                    datagram_bytes_max: cfg.ocsm_datagram_bytes_max,
+                },
+                burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
+                stats: stats.clone(),
+                stop: stop_rx.clone(),
+            });
+        }
+        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::BatchedShard) {
+            let t = std::thread::Builder::new()
+                .name("ocsm".into())
+                .spawn(move || ocsm::serve_thread(spawn))
+                .map_err(|e| e.to_string())?;
+            threads.push(t);
+        }
         for (id, ((engine, jobs), crx)) in
             engines.into_iter().zip(job_rxs).zip(conn_rxs).enumerate()
         {
@@ -87,6 +117,7 @@ impl Server {
                 cfg: cfg.clone(),
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
+                ocsm: if id == 0 { ocsm_spawn.take() } else { None },
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -137,10 +168,12 @@ impl Server {
                 }
             })
             .map_err(|e| e.to_string())?;
-        tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, "directkv started");
+        tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
         Ok(Server {
             addr,
             metrics_addr,
+            ocsm_addr,
+            stats,
             stop_tx,
             threads,
             acceptor: Some(acceptor),
@@ -154,6 +187,16 @@ impl Server {
     /// Where Prometheus metrics are served, if enabled.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where OCSM is served over UDP, if enabled.
+    pub fn ocsm_addr(&self) -> Option<SocketAddr> {
+        self.ocsm_addr
+    }
+
+    /// OCSM counters (datagrams, messages, refused datagrams, bursts).
+    pub fn ocsm_stats(&self) -> &ocsm::OcsmStats {
+        &self.stats.ocsm
     }
 
     /// Stops accepting, closes connections, joins every thread.

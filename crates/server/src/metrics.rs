@@ -123,6 +123,32 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
         "directkv_forwarded_ops_total {}",
         stats.forwarded_ops.load(Ordering::Relaxed)
     );
+    let o = &stats.ocsm;
+    for (name, help, v) in [
+        (
+            "directkv_ocsm_datagrams_total",
+            "OCSM datagrams received.",
+            &o.datagrams,
+        ),
+        (
+            "directkv_ocsm_messages_total",
+            "OCSM messages executed.",
+            &o.messages,
+        ),
+        (
+            "directkv_ocsm_errors_total",
+            "OCSM datagrams refused.",
+            &o.errors,
+        ),
+        (
+            "directkv_ocsm_bursts_total",
+            "recvmmsg bursts (batched path).",
+            &o.bursts,
+        ),
+    ] {
+        header(&mut s, name, "counter", help);
+        let _ = writeln!(s, "{name} {}", v.load(Ordering::Relaxed));
+    }
     per_shard(
         &mut s,
         reports,

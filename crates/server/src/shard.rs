@@ -51,6 +51,7 @@ pub struct ServerStats {
     pub forwarded_batches: AtomicU64,
     /// Operations in those batches.
     pub forwarded_ops: AtomicU64,
+    pub ocsm: crate::ocsm::OcsmStats,
 }
 
 /// What every task of a shard shares.
@@ -123,6 +124,8 @@ pub struct ShardSpawn {
     pub cfg: Arc<ServerConfig>,
     pub stats: Arc<ServerStats>,
     pub stop: watch::Receiver<bool>,
+    /// The OCSM socket when this shard serves the batched OCSM path (`ocsm.rs`).
+    pub ocsm: Option<crate::ocsm::OcsmSpawn>,
 }
 
 /// Runs a shard until `stop` turns true.
@@ -144,6 +147,7 @@ pub fn run(s: ShardSpawn) {
         cfg,
         stats,
         mut stop,
+        ocsm,
     } = s;
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
@@ -157,6 +161,9 @@ pub fn run(s: ShardSpawn) {
             started: std::time::Instant::now(),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
+        if let Some(o) = ocsm {
+            tokio::task::spawn_local(crate::ocsm::serve_batched(ctx.clone(), o));
+        }
         loop {
             tokio::select! {
                 conn = conns.recv() => match conn {

@@ -119,7 +119,10 @@ fn answer(
 }
 
 /// Sends every shard its batch and waits for the results.
-fn execute_blocking(peers: &[mpsc::Sender<Job>], p: &mut Pending) -> Vec<Option<Results>> {
+pub(crate) fn execute_blocking(
+    peers: &[mpsc::Sender<Job>],
+    p: &mut Pending,
+) -> Vec<Option<Results>> {
     let mut waits = Vec::new();
     for (s, peer) in peers.iter().enumerate() {
         if p.batches[s].is_empty() {

@@ -1,0 +1,372 @@
+//! The open-loop OCSM load generator: one thread, one UDP socket, datagrams of 45 messages sent
+//! on a fixed schedule with `sendmmsg`, replies drained with `recvmmsg`, no waiting for either.
+//!
+//! ```text
+//!   t = seq / datagrams_per_sec   (the intended send time of datagram `seq`)
+//!   loop: send every datagram due by now (≤ MMSG_BATCH per call, header sequence = seq)
+//!         receive every reply waiting (MSG_DONTWAIT); latency = now - t(seq of the reply)
+//! ```
+//!
+//! Latency is measured from the intended send time, so a generator or server that falls
+//! behind shows up as latency rather than being hidden (no coordinated omission). The seed's
+//! test generator writes a 24-bit sequence number into each datagram's header; ours does the
+//! same and matches replies by it. Datagrams are precomputed (a pool of random key sets), so
+//! sending costs a copy of the header's three sequence bytes and the system call.
+//!
+//! Non-goals: correctness checks beyond counting answered messages (the server tests do that).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use directkv_proto::ocsm::{
+    encode_header, encode_message, Header, MessageOut, MessageSize, Opcode, HEADER_SEQUENCE_MAX,
+    TYPE_ERROR,
+};
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Datagrams per `sendmmsg`/`recvmmsg` call.
+const MMSG_BATCH: usize = 64;
+/// Distinct precomputed datagrams the generator cycles through.
+const POOL_DATAGRAMS: usize = 4096;
+/// Largest latency the histograms record (longer ones are clamped).
+pub const LATENCY_US_MAX: u64 = 10_000_000;
+/// Bytes of a reply buffer (no reply exceeds the 1472-byte request).
+const REPLY_BYTES_MAX: usize = 2048;
+
+/// The 12-byte key of key number `i` (the preload writes keys `0..keys`).
+pub fn key(i: u64) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..8].copy_from_slice(&i.to_le_bytes());
+    k[8..].copy_from_slice(b"ocsm");
+    k
+}
+
+/// The 12-byte value the preload writes for key `i`.
+pub fn value(i: u64) -> [u8; 12] {
+    let mut v = [0u8; 12];
+    v[..8].copy_from_slice(&(!i).to_le_bytes());
+    v
+}
+
+/// Encodes one request datagram of `keys` with opcode `op`.
+pub fn datagram(seq: u32, op: Opcode, keys: &[u64], out: &mut Vec<u8>) {
+    out.clear();
+    encode_header(
+        &Header {
+            sequence: seq,
+            response: false,
+            size: MessageSize::B32,
+            kind: op.kind(),
+            count: keys.len() as u16,
+        },
+        out,
+    );
+    for (j, &k) in keys.iter().enumerate() {
+        let v = value(k);
+        encode_message(
+            MessageSize::B32,
+            &MessageOut {
+                key: key(k),
+                value: if op == Opcode::Search { &[] } else { &v },
+                sequence: j as u32,
+                length: 1,
+                source: 1,
+                destination: 0,
+                opcode: op as u8,
+            },
+            out,
+        )
+        .expect("one unit");
+    }
+}
+
+/// What one offered rate gave.
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    pub offered_msgs_per_sec: f64,
+    /// What the generator managed to send (below `offered` means it was the bottleneck).
+    pub sent_msgs_per_sec: f64,
+    pub datagrams_sent: u64,
+    pub messages_sent: u64,
+    pub messages_answered: u64,
+    pub datagrams_answered: u64,
+    /// Error replies (should be 0).
+    pub error_replies: u64,
+    /// Per answered datagram, microseconds from its intended send time.
+    pub latency_us: Histogram<u64>,
+}
+
+/// Settings of one step.
+pub struct Step {
+    pub target: SocketAddr,
+    pub msgs_per_sec: f64,
+    pub msgs_per_datagram: usize,
+    pub duration: Duration,
+    /// How long to keep receiving after the last send.
+    pub drain: Duration,
+    pub keys: u64,
+    /// Share of datagrams that are updates (modify of preloaded keys, same values).
+    pub update_ratio: f64,
+    pub seed: u64,
+}
+
+/// Runs one open-loop step.
+pub fn run_step(s: &Step) -> Result<StepResult, String> {
+    let sock = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    sock.connect(s.target).map_err(|e| e.to_string())?;
+    grow_receive_buffer(&sock);
+    let fd = sock.as_raw_fd();
+    let mut rng = SmallRng::seed_from_u64(s.seed);
+    let unit = s.msgs_per_datagram;
+    let dgram_len = 6 + 32 * unit;
+    let mut pool = vec![0u8; POOL_DATAGRAMS * dgram_len];
+    let mut keys = vec![0u64; unit];
+    let mut d = Vec::with_capacity(dgram_len);
+    for p in 0..POOL_DATAGRAMS {
+        keys.iter_mut().for_each(|k| *k = rng.gen_range(0..s.keys));
+        let op = if rng.gen_bool(s.update_ratio.clamp(0.0, 1.0)) {
+            Opcode::Modify
+        } else {
+            Opcode::Search
+        };
+        datagram(0, op, &keys, &mut d);
+        pool[p * dgram_len..(p + 1) * dgram_len].copy_from_slice(&d);
+    }
+    let dgram_per_sec = s.msgs_per_sec / unit as f64;
+    let total = (dgram_per_sec * s.duration.as_secs_f64()).ceil() as u64;
+    if total > HEADER_SEQUENCE_MAX as u64 {
+        return Err(format!(
+            "{total} datagrams exceed the 24-bit sequence; shorten the step"
+        ));
+    }
+    let mut t = Tally::new(1e9 / dgram_per_sec);
+    let mut send_bufs = vec![0u8; MMSG_BATCH * dgram_len];
+    let mut recv = Recv::new();
+    let mut sent = 0u64;
+    let start = Instant::now();
+    let send_end = start + s.duration;
+    loop {
+        let now = Instant::now();
+        let now_ns = now.duration_since(start).as_nanos() as u64;
+        if now < send_end && sent < total {
+            let due = ((now_ns as f64 / t.ns_per_dgram) as u64 + 1).min(total);
+            while sent < due {
+                let n = ((due - sent) as usize).min(MMSG_BATCH);
+                for i in 0..n {
+                    let seq = sent + i as u64;
+                    let p = (seq as usize) % POOL_DATAGRAMS;
+                    let b = &mut send_bufs[i * dgram_len..(i + 1) * dgram_len];
+                    b.copy_from_slice(&pool[p * dgram_len..(p + 1) * dgram_len]);
+                    b[..3].copy_from_slice(&(seq as u32).to_le_bytes()[..3]);
+                }
+                sent += send_all(fd, &mut send_bufs, dgram_len, n) as u64;
+            }
+        } else if t.dgrams + t.errors >= sent || now >= send_end + s.drain {
+            break;
+        }
+        recv.drain(fd, |b, at| {
+            t.on_reply(b, at.duration_since(start).as_nanos() as u64)
+        });
+    }
+    let secs = s.duration.as_secs_f64();
+    Ok(StepResult {
+        offered_msgs_per_sec: s.msgs_per_sec,
+        sent_msgs_per_sec: (sent * unit as u64) as f64 / secs,
+        datagrams_sent: sent,
+        messages_sent: sent * unit as u64,
+        messages_answered: t.msgs,
+        datagrams_answered: t.dgrams,
+        error_replies: t.errors,
+        latency_us: t.hist,
+    })
+}
+
+/// Replies counted so far.
+struct Tally {
+    ns_per_dgram: f64,
+    dgrams: u64,
+    msgs: u64,
+    errors: u64,
+    hist: Histogram<u64>,
+}
+
+impl Tally {
+    fn new(ns_per_dgram: f64) -> Tally {
+        Tally {
+            ns_per_dgram,
+            dgrams: 0,
+            msgs: 0,
+            errors: 0,
+            hist: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid bounds"),
+        }
+    }
+
+    fn on_reply(&mut self, buf: &[u8], now_ns: u64) {
+        if buf.len() < 6 {
+            return;
+        }
+        if buf[3] == TYPE_ERROR {
+            self.errors += 1;
+            return;
+        }
+        let seq = u32::from_le_bytes([buf[0], buf[1], buf[2], 0]) as u64;
+        self.dgrams += 1;
+        self.msgs += u16::from_le_bytes([buf[4], buf[5]]) as u64;
+        let intended = (seq as f64 * self.ns_per_dgram) as u64;
+        self.hist
+            .saturating_record((now_ns.saturating_sub(intended) / 1000).max(1));
+    }
+}
+
+/// Asks for a large receive buffer so the generator itself never drops replies (root may go
+/// past `rmem_max` with SO_RCVBUFFORCE; otherwise the kernel caps it).
+fn grow_receive_buffer(sock: &UdpSocket) {
+    let bytes: libc::c_int = 16 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
+/// Sends the first `n` datagrams of `bufs` (each `len` bytes) on the connected socket; returns
+/// how many the kernel took (a refused one is skipped, as a lost datagram would be).
+fn send_all(fd: i32, bufs: &mut [u8], len: usize, n: usize) -> usize {
+    let mut iovs: [libc::iovec; MMSG_BATCH] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MMSG_BATCH];
+    // SAFETY: all-zero is a valid mmsghdr.
+    let mut hdrs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..n {
+        iovs[i] = libc::iovec {
+            iov_base: bufs[i * len..].as_mut_ptr().cast(),
+            iov_len: len,
+        };
+    }
+    for i in 0..n {
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    let mut done = 0;
+    let mut taken = 0;
+    while done < n {
+        // SAFETY: headers point at iovecs over `bufs`, all alive for the call; the socket is
+        // connected, so no addresses are needed.
+        let k = unsafe { libc::sendmmsg(fd, hdrs[done..n].as_mut_ptr(), (n - done) as u32, 0) };
+        if k <= 0 {
+            done += 1;
+        } else {
+            done += k as usize;
+            taken += k as usize;
+        }
+    }
+    taken
+}
+
+/// Reply buffers for `recvmmsg`, allocated once.
+struct Recv {
+    bufs: Vec<u8>,
+}
+
+impl Recv {
+    fn new() -> Recv {
+        Recv {
+            bufs: vec![0u8; MMSG_BATCH * REPLY_BYTES_MAX],
+        }
+    }
+
+    /// Receives every reply waiting, without blocking; `f` gets each with its arrival time
+    /// (taken once per `recvmmsg`).
+    fn drain(&mut self, fd: i32, mut f: impl FnMut(&[u8], Instant)) {
+        loop {
+            let mut iovs: [libc::iovec; MMSG_BATCH] = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; MMSG_BATCH];
+            // SAFETY: all-zero is a valid mmsghdr.
+            let mut hdrs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
+            for (i, iov) in iovs.iter_mut().enumerate() {
+                *iov = libc::iovec {
+                    iov_base: self.bufs[i * REPLY_BYTES_MAX..].as_mut_ptr().cast(),
+                    iov_len: REPLY_BYTES_MAX,
+                };
+            }
+            for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()) {
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: headers point at iovecs over `self.bufs`, alive for the call; the kernel
+            // writes at most REPLY_BYTES_MAX bytes into each.
+            let k = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    hdrs.as_mut_ptr(),
+                    MMSG_BATCH as u32,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if k <= 0 {
+                return;
+            }
+            let at = Instant::now();
+            for (i, h) in hdrs.iter().enumerate().take(k as usize) {
+                let len = (h.msg_len as usize).min(REPLY_BYTES_MAX);
+                f(
+                    &self.bufs[i * REPLY_BYTES_MAX..i * REPLY_BYTES_MAX + len],
+                    at,
+                );
+            }
+            if (k as usize) < MMSG_BATCH {
+                return;
+            }
+        }
+    }
+}
+
+/// Pins the calling thread to `cpu` (best effort; false if the kernel refused).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads the given set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Sets the calling thread's nice value; false if the kernel refused.
+pub fn set_nice(nice: i32) -> bool {
+    // SAFETY: setpriority has no memory effects; who = 0 is the calling thread.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
+}
+
+/// Sends `req` and waits for one reply, retrying on loss; returns the reply.
+pub fn exchange(sock: &UdpSocket, req: &[u8], tries: usize) -> Result<Vec<u8>, String> {
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; REPLY_BYTES_MAX];
+    for _ in 0..tries {
+        sock.send(req).map_err(|e| e.to_string())?;
+        // A stale reply of an earlier try has a different sequence: skip it.
+        while let Ok(n) = sock.recv(&mut buf) {
+            if n >= 6 && buf[..3] == req[..3] {
+                return Ok(buf[..n].to_vec());
+            }
+        }
+    }
+    Err(format!("no reply from the server after {tries} tries"))
+}

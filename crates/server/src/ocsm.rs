@@ -1,0 +1,589 @@
+//! OCSM over UDP (seed 004; default `127.0.0.1:7071`): datagrams of 32- or 64-byte messages
+//! turned into engine operations, executed by the shards that own the keys, and answered with
+//! one datagram per request.
+//!
+//! Three paths, chosen by `ocsm_path` (the seed compares a socket implementation with a
+//! kernel-bypass one; ours is a plain socket loop against batched ones):
+//!
+//! ```text
+//!  plain          own thread: recv_from ─► decode ─► one engine batch per touched shard over
+//!                 the shard queues (wait) ─► encode ─► send_to        one datagram at a time
+//!  batched        own thread: recvmmsg (≤ ocsm_burst_datagrams_max, MSG_WAITFORONE) ─► decode
+//!                 all ─► ONE engine batch per shard for the whole burst over the queues ─►
+//!                 encode all ─► sendmmsg
+//!  batched-shard  the batched loop as a task of shard 0's thread (tokio readiness on the
+//!                 socket); shard 0's operations run on its engine directly, no thread hop
+//! ```
+//!
+//! The batched paths save, per datagram, a receive and a send system call and a round trip
+//! through the shard queues (two thread switches; the shard wakes once per burst), and give the
+//! engine's pipeline bigger batches. All paths share the planning and reply code in [`Burst`],
+//! so they answer byte-for-byte the same (the tests run one suite on all three).
+//!
+//! Semantics (ours, docs/protocol.md): insert = put if absent (`Exists` otherwise), modify =
+//! replace a present key (`NotFound` otherwise), delete, search = get. A value is the message's
+//! whole value field (head and extra units), padding included.
+//!
+//! Anti-amplification: every UDP sender is unauthenticated, so a reply is never larger than
+//! its request. Each reply message is at most as long as its request message (a search whose
+//! value does not fit the request's slot gets `Truncated` and the slot's worth of value), error
+//! replies are the 6-byte header, and a datagram shorter than the header gets no reply. The
+//! sender checks it once more before every send.
+//!
+//! Non-goals: authentication, retransmission (clients retry), routing a datagram's messages
+//! anywhere but their owning shards.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use directkv_engine::{Op, Results, Status as EngineStatus};
+use directkv_proto::ocsm::{
+    decode_request, encode_error, encode_header, encode_message, ErrorCode, Header, MessageOut,
+    OcsmLimits, Opcode, Status,
+};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::plan::Pending;
+use crate::shard::{Job, ServerStats, ShardCtx};
+use crate::udp::execute_blocking;
+
+/// How often the receive loops check for shutdown.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Which receive/execute/send loop serves OCSM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OcsmPath {
+    /// One datagram at a time on a thread of its own: `recv_from`, execute, `send_to`.
+    #[default]
+    Plain,
+    /// Bursts on a thread of its own: `recvmmsg`, one engine batch per shard for the burst
+    /// over the shard queues, `sendmmsg`.
+    Batched,
+    /// The same bursts as a task of shard 0's thread, its own keys executed with no thread
+    /// hop (measured slower than `batched` on a busy two-core machine: one thread gets a
+    /// smaller share of a contended core than two).
+    BatchedShard,
+}
+
+impl OcsmPath {
+    pub fn parse(s: &str) -> Option<OcsmPath> {
+        match s {
+            "plain" => Some(OcsmPath::Plain),
+            "batched" => Some(OcsmPath::Batched),
+            "batched-shard" => Some(OcsmPath::BatchedShard),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OcsmPath::Plain => "plain",
+            OcsmPath::Batched => "batched",
+            OcsmPath::BatchedShard => "batched-shard",
+        }
+    }
+}
+
+/// Counters for metrics (all paths).
+#[derive(Debug, Default)]
+pub struct OcsmStats {
+    pub datagrams: AtomicU64,
+    pub messages: AtomicU64,
+    /// Datagrams refused (answered with an error datagram, or dropped when too short).
+    pub errors: AtomicU64,
+    /// Bursts the batched path received (datagrams / bursts = mean burst size).
+    pub bursts: AtomicU64,
+}
+
+/// What the OCSM thread needs besides its socket.
+pub struct OcsmSpawn {
+    pub sock: UdpSocket,
+    pub peers: Arc<Vec<mpsc::Sender<Job>>>,
+    pub path: OcsmPath,
+    pub limits: OcsmLimits,
+    pub burst_datagrams_max: usize,
+    pub stats: Arc<ServerStats>,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The plain and batched paths: serve from their own thread until `stop` turns true.
+pub fn serve_thread(s: OcsmSpawn) {
+    let _ = s.sock.set_read_timeout(Some(STOP_POLL));
+    let burst = Burst::new(s.peers.len(), s.limits, s.stats.clone());
+    if s.path == OcsmPath::Batched {
+        batched_thread(&s, burst);
+    } else {
+        plain(&s, burst);
+    }
+}
+
+fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
+    let fd = s.sock.as_raw_fd();
+    let n_max = s.burst_datagrams_max.max(1);
+    let mut rx = MmsgRecv::new(n_max, s.limits.datagram_bytes_max + 1);
+    let mut tx = MmsgSend::new(n_max);
+    while !*s.stop.borrow() {
+        // Blocks for the first datagram (up to the read timeout), then takes what is waiting.
+        let n = match rx.recv(fd, libc::MSG_WAITFORONE) {
+            Ok(n) if n > 0 => n,
+            _ => continue,
+        };
+        s.stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
+        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
+        burst.answer_blocking(&datagrams, &s.peers);
+        drop(datagrams);
+        tx.prepare(&burst, &rx, n);
+        // A blocking socket: sendmmsg waits for send-buffer room itself.
+        tx.send_some(fd, 0);
+    }
+}
+
+fn plain(s: &OcsmSpawn, mut burst: Burst) {
+    // One byte more than the limit, so an oversized datagram is seen as such.
+    let mut buf = vec![0u8; s.limits.datagram_bytes_max + 1];
+    while !*s.stop.borrow() {
+        let Ok((n, from)) = s.sock.recv_from(&mut buf) else {
+            continue;
+        };
+        burst.answer_blocking(&[&buf[..n]], &s.peers);
+        if let Some(r) = burst.reply(0) {
+            let _ = s.sock.send_to(r, from);
+        }
+    }
+}
+
+/// The preallocated receive side of `recvmmsg`: buffers, addresses and headers, wired to each
+/// other once (the vectors never grow, so the pointers stay valid).
+struct MmsgRecv {
+    bufs: Vec<u8>,
+    buf_len: usize,
+    addrs: Vec<libc::sockaddr_storage>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl MmsgRecv {
+    fn new(burst: usize, buf_len: usize) -> Box<MmsgRecv> {
+        // SAFETY: sockaddr_storage and mmsghdr are plain C data for which all-zero is valid.
+        let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut m = Box::new(MmsgRecv {
+            bufs: vec![0u8; burst * buf_len],
+            buf_len,
+            addrs: vec![zero_addr; burst],
+            iovs: Vec::with_capacity(burst),
+            hdrs: Vec::with_capacity(burst),
+        });
+        for i in 0..burst {
+            let base = m.bufs[i * buf_len..].as_mut_ptr();
+            m.iovs.push(libc::iovec {
+                iov_base: base.cast(),
+                iov_len: buf_len,
+            });
+        }
+        for i in 0..burst {
+            // SAFETY: as above, all-zero is a valid mmsghdr.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_hdr.msg_iov = &mut m.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            m.hdrs.push(h);
+        }
+        m
+    }
+
+    /// Receives up to a burst: what is waiting (`MSG_DONTWAIT`: `WouldBlock` if nothing), or
+    /// blocking for the first datagram (`MSG_WAITFORONE`, up to the socket's read timeout).
+    fn recv(&mut self, fd: i32, flags: i32) -> std::io::Result<usize> {
+        for h in &mut self.hdrs {
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_len = 0;
+        }
+        // SAFETY: every header points at its own iovec, buffer and address in `self`, which
+        // outlive the call and are not moved (the vectors were sized at creation); the kernel
+        // writes at most `buf_len` bytes per buffer and `msg_namelen` bytes per address.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as u32,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    fn datagram(&self, i: usize) -> &[u8] {
+        let len = (self.hdrs[i].msg_len as usize).min(self.buf_len);
+        &self.bufs[i * self.buf_len..i * self.buf_len + len]
+    }
+}
+
+/// The batched-shard path: a task of the shard thread that owns shard 0 (`shard::run` spawns it), so
+/// that operations on that shard's keys run on its engine directly, with no thread hop; other
+/// shards' operations go over their queues, one batch per shard per burst.
+pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
+    let OcsmSpawn {
+        sock,
+        limits,
+        burst_datagrams_max,
+        stats,
+        mut stop,
+        ..
+    } = s;
+    let fd = sock.as_raw_fd();
+    let sock = match sock
+        .set_nonblocking(true)
+        .and_then(|_| tokio::net::UdpSocket::from_std(sock))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "OCSM socket cannot join the shard's event loop");
+            return;
+        }
+    };
+    let n_max = burst_datagrams_max.max(1);
+    let mut burst = Burst::new(ctx.shards(), limits, stats.clone());
+    let mut rx = MmsgRecv::new(n_max, limits.datagram_bytes_max + 1);
+    let mut tx = MmsgSend::new(n_max);
+    loop {
+        tokio::select! {
+            r = sock.readable() => if r.is_err() { return },
+            _ = stop.changed() => return,
+        }
+        let n = match sock.try_io(tokio::io::Interest::READABLE, || {
+            rx.recv(fd, libc::MSG_DONTWAIT)
+        }) {
+            Ok(n) => n,
+            Err(_) => continue,
+        };
+        stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
+        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
+        burst.plan_all(&datagrams);
+        let results = execute_in_shard(&ctx, &mut burst.pending).await;
+        burst.encode_all(&datagrams, &results);
+        drop(datagrams);
+        tx.prepare(&burst, &rx, n);
+        // A full send buffer makes the burst wait for room rather than drop its replies.
+        while !tx.send_some(fd, libc::MSG_DONTWAIT) {
+            if sock.writable().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Runs a burst's per-shard batches: this shard's on its engine, the others over their queues
+/// (sent first, so they run while this one does).
+async fn execute_in_shard(ctx: &ShardCtx, p: &mut Pending) -> Vec<Option<Results>> {
+    let mut out: Vec<Option<Results>> = (0..ctx.shards()).map(|_| None).collect();
+    let mut waits = Vec::new();
+    for (s, peer) in ctx.peers.iter().enumerate() {
+        if s == ctx.id || p.batches[s].is_empty() {
+            continue;
+        }
+        let (tx, rx) = oneshot::channel();
+        let batch = std::mem::take(&mut p.batches[s]);
+        if peer.send(Job::Execute { batch, reply: tx }).await.is_ok() {
+            waits.push((s, rx));
+        }
+    }
+    if !p.batches[ctx.id].is_empty() {
+        let mut r = Results::default();
+        ctx.engine
+            .borrow_mut()
+            .execute(&p.batches[ctx.id].ops(), &mut r);
+        out[ctx.id] = Some(r);
+    }
+    for (s, rx) in waits {
+        if let Ok((batch, r)) = rx.await {
+            p.batches[s] = batch;
+            out[s] = Some(r);
+        }
+    }
+    out
+}
+
+/// `sendmmsg` headers, reused across bursts.
+struct MmsgSend {
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    /// Replies of the current burst already sent.
+    sent: usize,
+}
+
+impl MmsgSend {
+    fn new(burst: usize) -> MmsgSend {
+        MmsgSend {
+            iovs: Vec::with_capacity(burst),
+            hdrs: Vec::with_capacity(burst),
+            sent: 0,
+        }
+    }
+
+    /// Points the headers at the replies to the first `n` datagrams of `rx` (those that get
+    /// one), each addressed to its sender.
+    fn prepare(&mut self, burst: &Burst, rx: &MmsgRecv, n: usize) {
+        self.iovs.clear();
+        self.hdrs.clear();
+        self.sent = 0;
+        for i in 0..n {
+            let Some(r) = burst.reply(i) else { continue };
+            self.iovs.push(libc::iovec {
+                iov_base: r.as_ptr() as *mut libc::c_void,
+                iov_len: r.len(),
+            });
+            // SAFETY: all-zero is a valid mmsghdr.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = rx.hdrs[i].msg_hdr.msg_name;
+            h.msg_hdr.msg_namelen = rx.hdrs[i].msg_hdr.msg_namelen;
+            self.hdrs.push(h);
+        }
+        // The iovec vector is complete and will not move now: point the headers at it.
+        for (h, iov) in self.hdrs.iter_mut().zip(self.iovs.iter_mut()) {
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+    }
+
+    /// Sends what is left of the prepared replies; false if the socket's send buffer is full
+    /// (wait for writability and call again). Other refusals drop that one reply, as the
+    /// network might.
+    fn send_some(&mut self, fd: i32, flags: i32) -> bool {
+        while self.sent < self.hdrs.len() {
+            // SAFETY: the headers point at iovecs over the burst's reply buffer and at
+            // addresses in the receive side, all alive and unchanged since `prepare` (the
+            // caller neither receives nor plans until every reply is sent).
+            let k = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.hdrs[self.sent..].as_mut_ptr(),
+                    (self.hdrs.len() - self.sent) as u32,
+                    flags,
+                )
+            };
+            if k > 0 {
+                self.sent += k as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return false;
+            }
+            self.sent += 1;
+        }
+        true
+    }
+}
+
+/// One burst of datagrams planned, executed and answered; reused for every burst.
+struct Burst {
+    pending: Pending,
+    limits: OcsmLimits,
+    stats: Arc<ServerStats>,
+    /// Per datagram: the reply bytes' range in `out` (empty = no reply).
+    replies: Vec<Range<usize>>,
+    /// Per datagram: its planned messages' range in `slots`, or the refusal.
+    plans: Vec<Result<Range<usize>, (u32, ErrorCode)>>,
+    /// Per planned message: its operation's index in `pending`.
+    slots: Vec<usize>,
+    out: Vec<u8>,
+    /// A multi-unit value made contiguous (head and tail are apart on the wire).
+    value: Vec<u8>,
+}
+
+impl Burst {
+    fn new(shards: usize, limits: OcsmLimits, stats: Arc<ServerStats>) -> Burst {
+        Burst {
+            pending: Pending::new(shards),
+            limits,
+            stats,
+            replies: Vec::new(),
+            plans: Vec::new(),
+            slots: Vec::new(),
+            out: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// The reply to the `i`-th datagram of the last burst, if it gets one.
+    fn reply(&self, i: usize) -> Option<&[u8]> {
+        let r = self.replies.get(i)?.clone();
+        (!r.is_empty()).then(|| &self.out[r])
+    }
+
+    /// Plans every datagram, runs the burst as one batch per shard, encodes every reply.
+    /// Plans every datagram of a burst: their operations land in `pending`, per shard.
+    fn plan_all(&mut self, datagrams: &[&[u8]]) {
+        self.pending.clear();
+        self.plans.clear();
+        self.slots.clear();
+        for d in datagrams {
+            let plan = self.plan(d);
+            self.plans.push(plan);
+        }
+    }
+
+    /// Encodes every reply of a burst from the shards' results.
+    fn encode_all(&mut self, datagrams: &[&[u8]], results: &[Option<Results>]) {
+        self.out.clear();
+        self.replies.clear();
+        for (i, d) in datagrams.iter().enumerate() {
+            let start = self.out.len();
+            self.encode_reply(i, d, results);
+            // Anti-amplification, checked where it matters: never send more than was received.
+            if self.out.len() - start > d.len() {
+                debug_assert!(false, "OCSM reply larger than its request");
+                self.out.truncate(start);
+            }
+            self.replies.push(start..self.out.len());
+        }
+        let o = &self.stats.ocsm;
+        o.datagrams
+            .fetch_add(datagrams.len() as u64, Ordering::Relaxed);
+        o.messages
+            .fetch_add(self.slots.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Plans, executes (sending every shard its batch and waiting) and encodes, from a thread
+    /// outside the shards.
+    fn answer_blocking(&mut self, datagrams: &[&[u8]], peers: &[mpsc::Sender<Job>]) {
+        self.plan_all(datagrams);
+        let results = if self.pending.locs.is_empty() {
+            Vec::new()
+        } else {
+            execute_blocking(peers, &mut self.pending)
+        };
+        self.encode_all(datagrams, &results);
+    }
+
+    fn plan(&mut self, d: &[u8]) -> Result<Range<usize>, (u32, ErrorCode)> {
+        let dg = decode_request(d, &self.limits).map_err(|e| {
+            self.stats.ocsm.errors.fetch_add(1, Ordering::Relaxed);
+            (e.sequence, e.code)
+        })?;
+        let first = self.slots.len();
+        for m in dg.messages() {
+            let value: &[u8] = if m.value_tail.is_empty() {
+                m.value_head
+            } else {
+                self.value.clear();
+                m.value_into(&mut self.value);
+                &self.value
+            };
+            let op = match m.op().expect("decode_request checked the opcode") {
+                Opcode::Insert => Op::put_nx(m.key, value),
+                Opcode::Modify => Op::put_xx(m.key, value),
+                Opcode::Delete => Op::delete(m.key),
+                Opcode::Search => Op::get(m.key),
+            };
+            let i = self.pending.op(&op);
+            self.slots.push(i);
+        }
+        Ok(first..self.slots.len())
+    }
+
+    fn encode_reply(&mut self, i: usize, d: &[u8], results: &[Option<Results>]) {
+        let slots = match &self.plans[i] {
+            Ok(r) => r.clone(),
+            Err((_, ErrorCode::ShortHeader)) => return,
+            Err((seq, code)) => return encode_error(*seq, *code, &mut self.out),
+        };
+        let dg = decode_request(d, &self.limits).expect("planned datagrams decode");
+        encode_header(
+            &Header {
+                response: true,
+                ..dg.header
+            },
+            &mut self.out,
+        );
+        let size = dg.header.size;
+        for (m, &op) in dg.messages().zip(&self.slots[slots]) {
+            let (shard, j) = self.pending.locs[op];
+            let (status, data) = match &results[shard] {
+                Some(r) => (r.status(j), r.data(j)),
+                None => (
+                    EngineStatus::Error(directkv_engine::OpError::UserFunction(
+                        "shard unavailable",
+                    )),
+                    &[][..],
+                ),
+            };
+            let op = m.op().expect("checked");
+            let status = match (status, op) {
+                (EngineStatus::Ok, _) => Status::Ok,
+                (EngineStatus::NotFound, _) => Status::NotFound,
+                (EngineStatus::NotStored, Opcode::Insert) => Status::Exists,
+                (EngineStatus::NotStored, _) => Status::NotFound,
+                _ => Status::Failed,
+            };
+            // A search's reply may use as many units as the request did, no more.
+            let (status, value, length) = if op == Opcode::Search && status == Status::Ok {
+                let room = size.value_bytes(m.length);
+                if data.len() > room {
+                    (Status::Truncated, &data[..room], m.length)
+                } else {
+                    (status, data, 1)
+                }
+            } else {
+                (status, &[][..], 1)
+            };
+            encode_message(
+                size,
+                &MessageOut {
+                    key: *m.key,
+                    value,
+                    sequence: m.sequence,
+                    length,
+                    source: m.destination,
+                    destination: m.source,
+                    opcode: status as u8,
+                },
+                &mut self.out,
+            )
+            .expect("a value that fits the request's units fits 255 units");
+        }
+    }
+}
+
+/// Binds the OCSM socket and asks for receive and send buffers of `recv_buffer_bytes` (0 =
+/// keep the system defaults; the kernel caps the requests at `net.core.{r,w}mem_max`).
+pub fn bind(
+    bind: &str,
+    port: u16,
+    recv_buffer_bytes: usize,
+) -> Result<(UdpSocket, SocketAddr), String> {
+    let sock = UdpSocket::bind((bind, port))
+        .map_err(|e| format!("cannot bind OCSM UDP {bind}:{port}: {e}"))?;
+    if recv_buffer_bytes > 0 {
+        let bytes = recv_buffer_bytes.min(i32::MAX as usize) as libc::c_int;
+        // The send buffer gets the same size: a burst's replies leave in one sendmmsg.
+        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+            // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int. A refusal
+            // only leaves the default buffer, so its result is ignored.
+            unsafe {
+                libc::setsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as u32,
+                );
+            }
+        }
+    }
+    let addr = sock.local_addr().map_err(|e| e.to_string())?;
+    Ok((sock, addr))
+}
