@@ -1,9 +1,18 @@
-//! directkv's benchmarks: key distributions, the machine-limit probe, and the in-process engine
-//! benchmark (`directkv bench engine`). Network drivers (native, RESP, memcached) come with the
-//! client (issue 4).
+//! directkv's benchmarks: key distributions, the machine-limit probe, the in-process engine
+//! benchmark (`directkv bench engine`), and the network benchmark (`directkv bench run` and
+//! `bench compare`): workloads, drivers per protocol, the closed/open-loop runner, reports and
+//! charts, and the side-by-side comparison with redis-server and memcached.
 
+pub mod chart;
+pub mod compare;
 pub mod dist;
 pub mod driver;
 pub mod engine_bench;
 pub mod engine_sweep;
+pub mod netbench;
 pub mod probe;
+pub mod progress;
+pub mod report;
+pub mod runner;
+pub mod servers;
+pub mod workload;
