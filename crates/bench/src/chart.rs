@@ -138,6 +138,7 @@ fn draw_bars(
     if bars.series.len() > 1 {
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))

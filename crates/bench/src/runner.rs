@@ -36,6 +36,9 @@ pub const LATENCY_NS_MAX: u64 = 3_600 * 1_000_000_000;
 pub const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
 /// Operations per batch the runner accepts at most.
 pub const DEPTH_MAX: usize = 1 << 16;
+/// The last stretch before an open-loop send time that is waited out by yielding, not by the
+/// millisecond-resolution timer.
+const TIMER_SLACK: Duration = Duration::from_millis(2);
 /// Connections the runner accepts at most.
 pub const CONNECTIONS_MAX: usize = 4096;
 
@@ -296,10 +299,12 @@ impl Connection {
                 Some(schedule) => {
                     let at = schedule.intended(k);
                     k += 1;
-                    if at >= self.measure_until {
+                    // Stop at the end of the schedule, or when the real time is up: an
+                    // overloaded target leaves a backlog that is not worked off after the run.
+                    if at >= self.measure_until || clock.now() >= self.measure_until {
                         break;
                     }
-                    tokio::time::sleep_until(at.into()).await;
+                    wait_until(&clock, at).await;
                     at
                 }
                 None => {
@@ -329,6 +334,22 @@ impl Connection {
             }
         }
         (driver, stats, Ok(()))
+    }
+}
+
+/// Waits until `at` with microsecond precision. tokio's timer has a resolution of one
+/// millisecond, so sleeping all the way would send batches up to a millisecond late, and the
+/// open loop (which measures from the intended time) would report that lateness as latency.
+/// The timer covers all but the last `TIMER_SLACK`; the rest is spent yielding to the other
+/// connections' tasks until the time has come, which keeps the load core busy, as a load
+/// generator's core may be.
+async fn wait_until(clock: &impl Clock, at: Instant) {
+    let now = clock.now();
+    if at > now + TIMER_SLACK {
+        tokio::time::sleep_until((at - TIMER_SLACK).into()).await;
+    }
+    while clock.now() < at {
+        tokio::task::yield_now().await;
     }
 }
 
@@ -385,4 +406,55 @@ async fn join_all_stats(
         }
     };
     (drivers, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_loop_schedule_spreads_connections_and_keeps_the_rate() {
+        let start = Instant::now();
+        // 4 connections x depth 10 at 40,000 ops/s: each connection sends 1,000 batches/s.
+        let s0 = Schedule::new(start, 40_000.0, 4, 10, 0);
+        let s1 = Schedule::new(start, 40_000.0, 4, 10, 1);
+        assert_eq!(s0.interval, Duration::from_millis(1));
+        assert_eq!(s0.intended(0), start);
+        assert_eq!(s1.intended(0), start + Duration::from_micros(250));
+        assert_eq!(s0.intended(1000), start + Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_batch_records_every_operation_with_its_latency() {
+        let mut stats = RunStats {
+            outcome: BatchOutcome::default(),
+            batches: 0,
+            seconds: 1.0,
+            last_reply: None,
+            latency_ns: new_histogram(),
+        };
+        let outcome = BatchOutcome {
+            ok: 60,
+            missed: 3,
+            failed: 1,
+        };
+        record_batch(&mut stats, outcome, Duration::from_micros(250));
+        record_batch(&mut stats, outcome, Duration::from_secs(7200));
+        assert_eq!(stats.latency_ns.len(), 128);
+        assert_eq!(stats.outcome.total(), 128);
+        assert_eq!(stats.batches, 2);
+        let p25 = stats.latency_ns.value_at_quantile(0.25);
+        assert!((249_000..=251_000).contains(&p25), "{p25}");
+        // Latencies beyond the histogram's range are clamped, not dropped.
+        assert!(stats.latency_ns.max() >= LATENCY_NS_MAX * 999 / 1000);
+        assert!(RunConfig {
+            connections: 1,
+            depth: 0,
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(1),
+            pacing: Pacing::Closed,
+        }
+        .validate()
+        .is_err());
+    }
 }

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopped server may take to exit after SIGTERM before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Lines of directkv's start-up log searched for the address it bound.
+const START_LINES_MAX: usize = 20;
 /// Pause between readiness probes.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -63,7 +65,17 @@ impl ServerProcess {
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         let mut err = BufReader::new(child.stderr.take().expect("piped stderr"));
         let mut line = String::new();
-        let _ = err.read_line(&mut line);
+        let mut addr = None;
+        for _ in 0..START_LINES_MAX {
+            line.clear();
+            if err.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            addr = parse_bound_addr(&line);
+            if addr.is_some() {
+                break;
+            }
+        }
         // Keep draining the log so the server never blocks on a full pipe.
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         let mut server = ServerProcess {
@@ -71,8 +83,8 @@ impl ServerProcess {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             child,
         };
-        server.addr = parse_bound_addr(&line)
-            .ok_or_else(|| format!("directkv serve did not report its address: {line:?}"))?;
+        server.addr =
+            addr.ok_or_else(|| format!("directkv serve did not report its address: {line:?}"))?;
         server.wait_ready()?;
         Ok(server)
     }
@@ -238,10 +250,13 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
-/// The `127.0.0.1:PORT` in directkv's start-up line.
+/// The first `HOST:PORT` word (or `name=HOST:PORT` field of a structured log line) in one of
+/// directkv's start-up lines; the listening address comes before the metrics one.
 fn parse_bound_addr(line: &str) -> Option<SocketAddr> {
-    line.split_whitespace()
-        .find_map(|word| word.parse::<SocketAddr>().ok())
+    line.split_whitespace().find_map(|word| {
+        let value = word.rsplit_once('=').map_or(word, |(_, v)| v);
+        value.parse::<SocketAddr>().ok()
+    })
 }
 
 /// User plus system CPU seconds of process `pid`, from `/proc/PID/stat`.
@@ -303,6 +318,11 @@ mod tests {
         assert_eq!(
             parse_bound_addr(line),
             Some("127.0.0.1:40123".parse().unwrap())
+        );
+        let log = "2026-11-22T03:00:45Z  INFO directkv_server: directkv started addr=127.0.0.1:42311 shards=1 metrics=Some(127.0.0.1:1)";
+        assert_eq!(
+            parse_bound_addr(log),
+            Some("127.0.0.1:42311".parse().unwrap())
         );
         assert!(find_program("no-such-program-xyz", "some-package")
             .unwrap_err()

@@ -138,7 +138,7 @@ pub enum ValueFormat {
 /// Element `i` of the vector the load phase stores for `key_id`: small, mostly non-zero (every
 /// 7th is zero so that filters have something to drop), and derived from the id.
 pub fn vector_elem(key_id: u64, i: usize) -> u32 {
-    ((key_id.wrapping_add(i as u64)) % 7) as u32 * 100 + i as u32 % 100
+    (key_id.wrapping_add(i as u64) % 7) as u32 * (1 + i as u32 % 100)
 }
 
 /// Everything that fixes a run's operation streams.
