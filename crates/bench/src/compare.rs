@@ -16,13 +16,14 @@
 //! would show less than it uses. directkv's arena is sized so the data fills `utilization` of
 //! it, as the seeds measure. CPU is `utime + stime` (`/proc/PID/stat`) over the measured run.
 //!
-//! The directkv native target joins as one more entry of `TargetKind` once its driver is merged.
+//! `directkv-native` is a target already; until the native driver is merged, its driver
+//! creation fails with `Unsupported` and compare lists it under `skipped` with that reason.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::dist::Distribution;
-use crate::driver::{DataShape, Target};
+use crate::driver::{DataShape, DriverError, Target};
 use crate::netbench::{self, ProgressFactory};
 use crate::report::{CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
 use crate::runner::{self, Pacing, RunConfig};
@@ -43,13 +44,17 @@ const MEMCACHED_MEMORY_MIN_MB: u64 = 64;
 /// A server kind compare can start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetKind {
+    /// directkv over its native protocol; skipped (with the driver's reason) in builds without
+    /// the native driver.
+    DirectkvNative,
     DirectkvResp,
     Redis,
     Memcached,
 }
 
 impl TargetKind {
-    pub const ALL: [TargetKind; 3] = [
+    pub const ALL: [TargetKind; 4] = [
+        TargetKind::DirectkvNative,
         TargetKind::DirectkvResp,
         TargetKind::Redis,
         TargetKind::Memcached,
@@ -57,6 +62,7 @@ impl TargetKind {
 
     pub fn name(&self) -> &'static str {
         match self {
+            TargetKind::DirectkvNative => "directkv-native",
             TargetKind::DirectkvResp => "directkv-resp",
             TargetKind::Redis => "redis",
             TargetKind::Memcached => "memcached",
@@ -69,7 +75,8 @@ impl TargetKind {
             workload,
             WorkloadKind::VectorUpdate | WorkloadKind::VectorReduce | WorkloadKind::VectorFilter
         );
-        if vector && *self != TargetKind::DirectkvResp {
+        let directkv = matches!(self, TargetKind::DirectkvNative | TargetKind::DirectkvResp);
+        if vector && !directkv {
             return Err(format!("{} has no vector operations", self.name()));
         }
         Ok(())
@@ -80,7 +87,9 @@ impl TargetKind {
             .into_iter()
             .find(|t| t.name() == s.trim())
             .ok_or_else(|| {
-                format!("unknown compare target {s:?} (directkv-resp, redis, memcached)")
+                format!(
+                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached)"
+                )
             })
     }
 }
@@ -151,15 +160,27 @@ pub fn compare(
         }
         let server = start(kind, args, server_cpu).map_err(|e| format!("{}: {e}", kind.name()))?;
         let target = match kind {
+            TargetKind::DirectkvNative => Target::Native(server.addr),
+            TargetKind::DirectkvResp | TargetKind::Redis => Target::Resp(server.addr),
             TargetKind::Memcached => Target::Memcache(server.addr),
-            _ => Target::Resp(server.addr),
         };
-        let mut drivers = rt.block_on(netbench::connect_all(
+        let connected = rt.block_on(netbench::connect_all(
             target,
             args.connections,
             args.shape,
             format,
-        ))?;
+        ));
+        let mut drivers = match connected {
+            Ok(drivers) => drivers,
+            Err(DriverError::Unsupported(reason)) => {
+                skipped.push(Skipped {
+                    name: kind.name().to_string(),
+                    reason,
+                });
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", kind.name())),
+        };
         let rss_before = server.rss_bytes()?;
         let shown = progress.loading(args.keys);
         let load: LoadSummary =
@@ -223,7 +244,7 @@ fn start(
 ) -> Result<ServerProcess, String> {
     let data = args.keys * (args.shape.key_size + args.shape.value_size) as u64;
     match kind {
-        TargetKind::DirectkvResp => {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
             let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
             ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), cpu)
         }
@@ -238,7 +259,9 @@ fn start(
 /// The server's version line, for the report (best effort).
 fn version(kind: TargetKind) -> String {
     let (program, flag) = match kind {
-        TargetKind::DirectkvResp => return env!("CARGO_PKG_VERSION").to_string(),
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
+            return env!("CARGO_PKG_VERSION").to_string()
+        }
         TargetKind::Redis => ("redis-server", "--version"),
         TargetKind::Memcached => ("memcached", "-V"),
     };

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::dist::Distribution;
-use crate::driver::{resp::RespDriver, DataShape, Driver, Target};
+use crate::driver::{resp::RespDriver, DataShape, Driver, DriverError, Target};
 use crate::report::{LoadSummary, RunReport, RunResult};
 use crate::runner::{self, Pacing, Progress, RunConfig};
 use crate::workload::{keys_for_utilization, ValueFormat, WorkloadKind, WorkloadSpec};
@@ -118,7 +118,9 @@ async fn run_async(
         shape: args.shape,
         seed: args.seed,
     };
-    let mut drivers = connect_all(args.target, args.connections, args.shape, format).await?;
+    let mut drivers = connect_all(args.target, args.connections, args.shape, format)
+        .await
+        .map_err(|e| format!("{}: {e}", args.target.url()))?;
     let load = if args.skip_load {
         None
     } else {
@@ -163,14 +165,10 @@ pub async fn connect_all(
     connections: usize,
     shape: DataShape,
     format: ValueFormat,
-) -> Result<Vec<Driver>, String> {
+) -> Result<Vec<Driver>, DriverError> {
     let mut drivers = Vec::with_capacity(connections);
     for _ in 0..connections {
-        drivers.push(
-            Driver::connect(&target, shape, format)
-                .await
-                .map_err(|e| format!("{}: {e}", target.url()))?,
-        );
+        drivers.push(Driver::connect(&target, shape, format).await?);
     }
     Ok(drivers)
 }

@@ -124,8 +124,8 @@ struct CompareFlags {
     /// directkv's arena is sized so the data fills this share of it.
     #[arg(long, default_value_t = 0.5)]
     utilization: f64,
-    /// Comma-separated targets to start: directkv-resp, redis, memcached.
-    #[arg(long, value_delimiter = ',', default_value = "directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
+    /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached.
+    #[arg(long, value_delimiter = ',', default_value = "directkv-native,directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
     targets: Vec<TargetKind>,
     /// Do not pin servers and the load generator to separate cores.
     #[arg(long)]

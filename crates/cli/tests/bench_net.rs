@@ -355,16 +355,16 @@ fn open_loop_latency_includes_queueing_delay_when_overloaded() {
         p50(&closed_long) < 2_000.0 && p50(&closed_long) * 50.0 < p50(&open_long),
         "{closed_long:?}\n{closed_short:?}"
     );
-    // An open loop well below capacity sees about the round-trip time.
-    let relaxed = depth_one_run(
+    // An open loop well below capacity does not queue: it sees about the round-trip time (a
+    // busy machine adds scheduling delays, hence the bound relative to the overloaded case).
+    let relaxed = median_run(
         server.addr,
         Pacing::Open {
             ops_per_sec: closed_short.ops_per_sec / 10.0,
         },
         0.3,
     );
-    // (Sending on tokio's millisecond timer alone would put it near a millisecond.)
-    assert!(p50(&relaxed) < 500.0, "{relaxed:?}");
+    assert!(p50(&relaxed) * 20.0 < p50(&open_short), "{relaxed:?}");
 }
 
 fn directkv_cmd(args: &[&str]) -> std::process::Output {
@@ -490,7 +490,23 @@ fn bench_compare_end_to_end() {
     assert_eq!(v["depth"], 64);
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["directkv-resp", "redis", "memcached"]);
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    // The native target runs where the native driver is built in, and is skipped otherwise.
+    let others: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| *n != "directkv-native")
+        .collect();
+    assert_eq!(others, ["directkv-resp", "redis", "memcached"]);
+    assert!(
+        names.contains(&"directkv-native") != skipped.contains(&"directkv-native"),
+        "{v}"
+    );
     for row in rows {
         assert!(row["run"]["ops_per_sec"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(row["run"]["failed"], 0, "{row}");
