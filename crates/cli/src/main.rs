@@ -1,12 +1,18 @@
-//! The `directkv` binary: `serve` and `bench engine`; `bench` against servers and `cli` arrive
-//! with the client (issue 4).
+//! The `directkv` binary: `serve`, `bench engine` (in-process), `bench run` (one running
+//! target over the network) and `bench compare` (directkv, redis-server and memcached started
+//! here, side by side).
 
 use std::io::Write;
 
 use clap::{Args, Parser, Subcommand};
+use directkv_bench::compare::{self, CompareArgs, TargetKind};
 use directkv_bench::dist::Distribution;
+use directkv_bench::driver::{DataShape, Target};
 use directkv_bench::engine_bench::{self, EngineBenchArgs, Workload};
 use directkv_bench::engine_sweep;
+use directkv_bench::netbench::{self, NetRunArgs};
+use directkv_bench::workload::WorkloadKind;
+use directkv_bench::{chart, progress, report};
 use directkv_engine::ExecMode;
 
 #[derive(Parser)]
@@ -38,6 +44,95 @@ enum BenchCmd {
     /// OCSM over UDP (seed 004): open-loop rate ladder against the plain and batched server
     /// paths; fraction answered, lossless rate, latency distribution, server CPU µs/message.
     Ocsm(OcsmFlags),
+    /// Drive a running server over the network (resp://, memcache://, native:// HOST:PORT).
+    Run(RunFlags),
+    /// Start directkv, redis-server and memcached one at a time, each pinned to core 1, and run
+    /// the same workload against each from core 0.
+    Compare(CompareFlags),
+}
+
+/// Flags shared by `bench run` and `bench compare`.
+#[derive(Args)]
+struct NetWorkloadFlags {
+    /// ycsb-a | ycsb-b | ycsb-c | ycsb-f | atomic-single | atomic-zipf | vector-update |
+    /// vector-reduce | vector-filter
+    #[arg(long, default_value = "ycsb-b", value_parser = WorkloadKind::parse)]
+    workload: WorkloadKind,
+    /// uniform | zipf | ycsb-zipf (Zipf constant 0.99; `zipf:0.9` for another)
+    #[arg(long, default_value = "ycsb-zipf", value_parser = parse_dist)]
+    dist: Distribution,
+    #[arg(long, default_value_t = 8)]
+    key_size: usize,
+    /// Value bytes (atomic workloads store the counter "0" whatever this says).
+    #[arg(long, default_value_t = 8)]
+    value_size: usize,
+    /// Operations per batch (pipeline depth) of each connection.
+    #[arg(long, default_value_t = 64)]
+    depth: usize,
+    /// Connections, each with one batch in flight.
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// Seconds per measured run.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Seconds of warm-up before each measured run (executed, not recorded).
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Operations per batch in the load phase.
+    #[arg(long, default_value_t = netbench::LOAD_DEPTH_DEFAULT)]
+    load_depth: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a table (and hide the progress bar).
+    #[arg(long)]
+    json: bool,
+    /// Write a PNG chart to this file.
+    #[arg(long)]
+    png: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct RunFlags {
+    /// resp://HOST:PORT (directkv or Redis), memcache://HOST:PORT, native://HOST:PORT
+    #[arg(long)]
+    target: String,
+    #[command(flatten)]
+    w: NetWorkloadFlags,
+    /// Keys to load (default: fill --utilization of the server's memory, directkv only).
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Memory utilization the load phase fills to when --keys is not given.
+    #[arg(long, default_value_t = 0.5)]
+    utilization: f64,
+    /// Run once per depth in this comma-separated list instead of --depth, e.g. 1,4,16,64,256.
+    #[arg(long, value_delimiter = ',')]
+    depth_sweep: Option<Vec<usize>>,
+    /// Open loop at this many operations per second over all connections (default: closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// The target already holds the keys: skip the load phase.
+    #[arg(long)]
+    skip_load: bool,
+    /// Also write the results as CSV to this file.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct CompareFlags {
+    #[command(flatten)]
+    w: NetWorkloadFlags,
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// directkv's arena is sized so the data fills this share of it.
+    #[arg(long, default_value_t = 0.5)]
+    utilization: f64,
+    /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached.
+    #[arg(long, value_delimiter = ',', default_value = "directkv-native,directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
+    targets: Vec<TargetKind>,
+    /// Do not pin servers and the load generator to separate cores.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 #[derive(Args)]
@@ -373,6 +468,91 @@ fn bench_engine(f: EngineFlags) -> Result<(), String> {
     Ok(())
 }
 
+/// Seconds from a flag, or an error naming the flag.
+fn duration_flag(
+    name: &str,
+    seconds: f64,
+    allow_zero: bool,
+) -> Result<std::time::Duration, String> {
+    if !seconds.is_finite() || seconds < 0.0 || (!allow_zero && seconds == 0.0) {
+        return Err(format!(
+            "--{name} must be a positive number of seconds, got {seconds}"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+fn bench_run(f: RunFlags) -> Result<(), String> {
+    let args = NetRunArgs {
+        target: Target::parse(&f.target)?,
+        workload: f.w.workload,
+        dist: f.w.dist,
+        keys: f.keys,
+        utilization: f.utilization,
+        shape: DataShape {
+            key_size: f.w.key_size,
+            value_size: f.w.value_size,
+        },
+        depths: f.depth_sweep.unwrap_or_else(|| vec![f.w.depth]),
+        connections: f.w.connections,
+        warmup: duration_flag("warmup", f.w.warmup, true)?,
+        measure: duration_flag("seconds", f.w.seconds, false)?,
+        rate: f.rate,
+        seed: f.w.seed,
+        skip_load: f.skip_load,
+        load_depth: f.w.load_depth,
+    };
+    let bars = progress::Bars::new(!f.w.json);
+    let r = netbench::run(&args, &bars)?;
+    if let Some(path) = &f.csv {
+        std::fs::write(path, report::run_csv(&r))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &f.w.png {
+        chart::run_chart(&r, path)?;
+    }
+    if f.w.json {
+        println!("{}", serde_json::to_string(&r).expect("serializable"));
+    } else {
+        print!("{}", report::run_table(&r));
+    }
+    Ok(())
+}
+
+fn bench_compare(f: CompareFlags) -> Result<(), String> {
+    let args = CompareArgs {
+        directkv_exe: std::env::current_exe()
+            .map_err(|e| format!("cannot find this executable to start directkv: {e}"))?,
+        targets: f.targets,
+        workload: f.w.workload,
+        dist: f.w.dist,
+        keys: f.keys,
+        shape: DataShape {
+            key_size: f.w.key_size,
+            value_size: f.w.value_size,
+        },
+        depth: f.w.depth,
+        connections: f.w.connections,
+        warmup: duration_flag("warmup", f.w.warmup, true)?,
+        measure: duration_flag("seconds", f.w.seconds, false)?,
+        seed: f.w.seed,
+        utilization: f.utilization,
+        load_depth: f.w.load_depth,
+        pin: !f.no_pin,
+    };
+    let bars = progress::Bars::new(!f.w.json);
+    let r = compare::compare(&args, &bars)?;
+    if let Some(path) = &f.w.png {
+        chart::compare_chart(&r, path)?;
+    }
+    if f.w.json {
+        println!("{}", serde_json::to_string(&r).expect("serializable"));
+    } else {
+        print!("{}", report::compare_table(&r));
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
@@ -383,6 +563,12 @@ fn main() {
         Cmd::Bench {
             what: BenchCmd::Ocsm(f),
         } => bench_ocsm(f),
+        Cmd::Bench {
+            what: BenchCmd::Run(f),
+        } => bench_run(f),
+        Cmd::Bench {
+            what: BenchCmd::Compare(f),
+        } => bench_compare(f),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

@@ -22,9 +22,14 @@
 //! that), and reconnecting in the middle of a measurement (a broken connection ends the run with
 //! an error rather than silently measuring reconnects).
 
+pub mod memcache;
 pub mod native;
+pub mod resp;
 
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use crate::workload::ValueFormat;
 
 /// Why a driver could not connect or run a batch. Shared by every driver, so the runner reports
 /// failures the same way whatever the target; per-operation failures are not errors but
@@ -50,6 +55,91 @@ pub enum DriverError {
     /// The target rejected a request as a whole (an error reply that is not about one key).
     #[error("server error: {0}")]
     Server(String),
+}
+
+/// A connected driver of any protocol. An enum rather than a trait object because the drivers'
+/// `execute` is `async fn`, which trait objects cannot call, and the set of targets is closed.
+pub enum Driver {
+    Native(native::NativeDriver),
+    Resp(resp::RespDriver),
+    Memcache(memcache::MemcacheDriver),
+}
+
+impl Driver {
+    /// Connects one driver to `target`, ready to run operations on values stored as `format`.
+    /// Fails with `Unsupported` when the target cannot execute the workload's operations.
+    pub async fn connect(
+        target: &Target,
+        shape: DataShape,
+        format: ValueFormat,
+    ) -> Result<Driver, DriverError> {
+        match target {
+            Target::Resp(addr) => Ok(Driver::Resp(
+                resp::RespDriver::connect(*addr, shape, format).await?,
+            )),
+            Target::Memcache(addr) => Ok(Driver::Memcache(
+                memcache::MemcacheDriver::connect(*addr, shape, format).await?,
+            )),
+            Target::Native(addr) => {
+                let mut d = native::NativeDriver::connect(&addr.to_string(), shape).await?;
+                d.set_format(format);
+                Ok(Driver::Native(d))
+            }
+        }
+    }
+
+    /// Sends `ops` as one batch and waits for every reply; adds what came back to `out`.
+    pub async fn execute(
+        &mut self,
+        ops: &[BenchOp],
+        out: &mut BatchOutcome,
+    ) -> Result<(), DriverError> {
+        match self {
+            Driver::Native(d) => d.execute(ops, out).await,
+            Driver::Resp(d) => d.execute(ops, out).await,
+            Driver::Memcache(d) => d.execute(ops, out).await,
+        }
+    }
+}
+
+/// Where a benchmark sends its operations, parsed from `native://`, `resp://` or `memcache://`
+/// followed by `host:port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Native(SocketAddr),
+    Resp(SocketAddr),
+    Memcache(SocketAddr),
+}
+
+impl Target {
+    /// Parses a target URL; the host must resolve (names like `localhost` are looked up once).
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            format!("target {url:?} has no scheme: use native://, resp:// or memcache:// HOST:PORT")
+        })?;
+        let rest = rest.trim_end_matches('/');
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(rest)
+            .map_err(|e| format!("target {url:?}: bad host:port ({e})"))?
+            .next()
+            .ok_or_else(|| format!("target {url:?}: {rest:?} resolves to no address"))?;
+        match scheme.to_ascii_lowercase().as_str() {
+            "native" => Ok(Target::Native(addr)),
+            "resp" | "redis" => Ok(Target::Resp(addr)),
+            "memcache" | "memcached" => Ok(Target::Memcache(addr)),
+            _ => Err(format!(
+                "target {url:?}: unknown scheme {scheme:?} (native, resp, memcache)"
+            )),
+        }
+    }
+
+    /// The URL `parse` accepts back.
+    pub fn url(&self) -> String {
+        match self {
+            Target::Native(a) => format!("native://{a}"),
+            Target::Resp(a) => format!("resp://{a}"),
+            Target::Memcache(a) => format!("memcache://{a}"),
+        }
+    }
 }
 
 /// What one benchmark operation does. Drivers for targets that cannot express an operation
@@ -141,6 +231,31 @@ pub fn write_value(key_id: u64, value_size: usize, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_parse_and_bad_urls_are_explained() {
+        assert_eq!(
+            Target::parse("resp://127.0.0.1:7070"),
+            Ok(Target::Resp("127.0.0.1:7070".parse().unwrap()))
+        );
+        assert_eq!(
+            Target::parse("memcache://127.0.0.1:11211/").map(|t| t.url()),
+            Ok("memcache://127.0.0.1:11211".to_string())
+        );
+        assert!(matches!(
+            Target::parse("native://127.0.0.1:1"),
+            Ok(Target::Native(_))
+        ));
+        assert!(Target::parse("127.0.0.1:7070")
+            .unwrap_err()
+            .contains("no scheme"));
+        assert!(Target::parse("http://127.0.0.1:1")
+            .unwrap_err()
+            .contains("unknown scheme"));
+        assert!(Target::parse("resp://127.0.0.1")
+            .unwrap_err()
+            .contains("bad host:port"));
+    }
 
     #[test]
     fn keys_are_padded_decimal_and_distinct() {

@@ -23,6 +23,7 @@
 use directkv_client::{func, Client, ClientConfig, ClientError, ElemCode, Replies, Reply};
 
 use super::{write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, DriverError};
+use crate::workload::{vector_elem, ValueFormat};
 
 /// Client name the driver announces in HELLO.
 const CLIENT_NAME: &str = "directkv-bench";
@@ -32,6 +33,7 @@ pub struct NativeDriver {
     client: Client,
     shape: DataShape,
     no_return: bool,
+    format: ValueFormat,
     replies: Replies,
     key: Vec<u8>,
     value: Vec<u8>,
@@ -109,11 +111,18 @@ impl NativeDriver {
             client,
             shape,
             no_return: false,
+            format: ValueFormat::Bytes,
             replies: Replies::new(),
             key: Vec::with_capacity(shape.key_size),
             value: Vec::with_capacity(shape.value_size),
             rmw: Vec::new(),
         })
+    }
+
+    /// What a Put stores: `write_value` bytes, a u64 counter of 0 (atomic workloads) or a u32
+    /// vector (vector workloads), so the workload's updates find values of the right width.
+    pub fn set_format(&mut self, format: ValueFormat) {
+        self.format = format;
     }
 
     /// Sends updates (atomic add, vector update) with NO_RETURN: status only, no data back.
@@ -137,6 +146,7 @@ impl NativeDriver {
             client,
             shape,
             no_return,
+            format,
             replies,
             key,
             value,
@@ -154,7 +164,13 @@ impl NativeDriver {
                 BenchOpKind::Get | BenchOpKind::ReadModifyWrite => b.get(key),
                 BenchOpKind::Put => {
                     value.clear();
-                    write_value(op.key_id, shape.value_size, value);
+                    match *format {
+                        ValueFormat::Bytes => write_value(op.key_id, shape.value_size, value),
+                        ValueFormat::Counter => value.extend_from_slice(&0u64.to_le_bytes()),
+                        ValueFormat::VectorU32 { elems } => (0..elems).for_each(|i| {
+                            value.extend_from_slice(&vector_elem(op.key_id, i).to_le_bytes())
+                        }),
+                    }
                     b.put(key, value)
                 }
                 BenchOpKind::AtomicAdd if *no_return => {

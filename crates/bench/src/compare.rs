@@ -1,0 +1,290 @@
+//! `directkv bench compare`: the same workload, data and depth against directkv, redis-server
+//! and memcached, each started here, one after the other, on one core.
+//!
+//! ```text
+//!   core 0: this process (load generator)        core 1: one server at a time
+//!   for each target:
+//!     start server (taskset -c 1) ─ connect ─ RSS₀ ─ load every key ─ RSS₁ ─ warm-up run
+//!       ─ CPU₀ ─ measured run ─ CPU₁ ─ stop server (SIGTERM by PID; also on error, by Drop)
+//!   report: ops/s, p50/p99, (CPU₁ − CPU₀) / ops × 10⁶, (RSS₁ − RSS₀) / keys
+//! ```
+//!
+//! Servers run one at a time so that they never compete for the server core. Memory per key is
+//! the growth of `VmRSS` (`/proc/PID/status`) over the load phase divided by the key count, so
+//! it counts what the data costs (index, item headers, allocator slack) and not the empty
+//! process; a server that reserves and touches its memory up front (none of the three does)
+//! would show less than it uses. directkv's arena is sized so the data fills `utilization` of
+//! it, as the seeds measure. CPU is `utime + stime` (`/proc/PID/stat`) over the measured run.
+//!
+//! `directkv-native` is a target already; until the native driver is merged, its driver
+//! creation fails with `Unsupported` and compare lists it under `skipped` with that reason.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::dist::Distribution;
+use crate::driver::{DataShape, DriverError, Target};
+use crate::netbench::{self, ProgressFactory};
+use crate::report::{CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
+use crate::runner::{self, Pacing, RunConfig};
+use crate::servers::ServerProcess;
+use crate::workload::{WorkloadKind, WorkloadSpec};
+
+/// The CPU the load generator runs on; servers get `SERVER_CPU`.
+pub const LOAD_CPU: usize = 0;
+pub const SERVER_CPU: usize = 1;
+/// The smallest arena directkv is started with, bytes.
+pub const DIRECTKV_MEMORY_MIN_BYTES: u64 = 64 << 20;
+/// memcached's item memory per key, bytes, when sizing `-m` (its item header is about 50 bytes
+/// plus key and value, rounded up to a slab class; four times that leaves ample room).
+const MEMCACHED_BYTES_PER_KEY_BUDGET: u64 = 256;
+/// The smallest item memory memcached is started with, MiB.
+const MEMCACHED_MEMORY_MIN_MB: u64 = 64;
+
+/// A server kind compare can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// directkv over its native protocol; skipped (with the driver's reason) in builds without
+    /// the native driver.
+    DirectkvNative,
+    DirectkvResp,
+    Redis,
+    Memcached,
+}
+
+impl TargetKind {
+    pub const ALL: [TargetKind; 4] = [
+        TargetKind::DirectkvNative,
+        TargetKind::DirectkvResp,
+        TargetKind::Redis,
+        TargetKind::Memcached,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            TargetKind::DirectkvNative => "directkv-native",
+            TargetKind::DirectkvResp => "directkv-resp",
+            TargetKind::Redis => "redis",
+            TargetKind::Memcached => "memcached",
+        }
+    }
+
+    /// Whether this server can run `workload`: only directkv has vector operations.
+    pub fn supports(&self, workload: WorkloadKind) -> Result<(), String> {
+        let vector = matches!(
+            workload,
+            WorkloadKind::VectorUpdate | WorkloadKind::VectorReduce | WorkloadKind::VectorFilter
+        );
+        let directkv = matches!(self, TargetKind::DirectkvNative | TargetKind::DirectkvResp);
+        if vector && !directkv {
+            return Err(format!("{} has no vector operations", self.name()));
+        }
+        Ok(())
+    }
+
+    pub fn parse(s: &str) -> Result<TargetKind, String> {
+        TargetKind::ALL
+            .into_iter()
+            .find(|t| t.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached)"
+                )
+            })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareArgs {
+    /// The directkv binary to start (normally this very executable).
+    pub directkv_exe: PathBuf,
+    pub targets: Vec<TargetKind>,
+    pub workload: WorkloadKind,
+    pub dist: Distribution,
+    pub keys: u64,
+    pub shape: DataShape,
+    pub depth: usize,
+    pub connections: usize,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub seed: u64,
+    /// directkv's arena is sized so the data fills this share of it.
+    pub utilization: f64,
+    pub load_depth: usize,
+    /// Pin servers and the load generator to separate cores.
+    pub pin: bool,
+}
+
+pub fn compare(
+    args: &CompareArgs,
+    progress: &dyn ProgressFactory,
+) -> Result<CompareReport, String> {
+    let config = RunConfig {
+        connections: args.connections,
+        depth: args.depth,
+        warmup: Duration::ZERO,
+        measure: args.measure,
+        pacing: Pacing::Closed,
+    };
+    config.validate()?;
+    if args.keys == 0 {
+        return Err("--keys must be at least 1".to_string());
+    }
+    if !(args.utilization > 0.0 && args.utilization <= 1.0) {
+        return Err(format!(
+            "--utilization must be in (0, 1], got {}",
+            args.utilization
+        ));
+    }
+    let format = args.workload.value_format(args.shape)?;
+    let pinned = args.pin && pin_self(LOAD_CPU);
+    let server_cpu = pinned.then_some(SERVER_CPU);
+    // The runtime is built after pinning so that its threads inherit the load core.
+    let rt = netbench::runtime()?;
+    let spec = WorkloadSpec {
+        kind: args.workload,
+        dist: args.dist,
+        keys: args.keys,
+        shape: args.shape,
+        seed: args.seed,
+    };
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for &kind in &args.targets {
+        if let Err(reason) = kind.supports(args.workload) {
+            skipped.push(Skipped {
+                name: kind.name().to_string(),
+                reason,
+            });
+            continue;
+        }
+        let server = start(kind, args, server_cpu).map_err(|e| format!("{}: {e}", kind.name()))?;
+        let target = match kind {
+            TargetKind::DirectkvNative => Target::Native(server.addr),
+            TargetKind::DirectkvResp | TargetKind::Redis => Target::Resp(server.addr),
+            TargetKind::Memcached => Target::Memcache(server.addr),
+        };
+        let connected = rt.block_on(netbench::connect_all(
+            target,
+            args.connections,
+            args.shape,
+            format,
+        ));
+        let mut drivers = match connected {
+            Ok(drivers) => drivers,
+            Err(DriverError::Unsupported(reason)) => {
+                skipped.push(Skipped {
+                    name: kind.name().to_string(),
+                    reason,
+                });
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", kind.name())),
+        };
+        let rss_before = server.rss_bytes()?;
+        let shown = progress.loading(args.keys);
+        let load: LoadSummary =
+            rt.block_on(netbench::load(&mut drivers, &spec, args.load_depth))?;
+        drop(shown);
+        progress.finish();
+        let rss_after = server.rss_bytes()?;
+        let label = format!("{} depth {}", kind.name(), args.depth);
+        if !args.warmup.is_zero() {
+            let warm = RunConfig {
+                measure: args.warmup,
+                ..config
+            };
+            let shown = progress.measuring(&format!("{label} warm-up"), args.warmup);
+            rt.block_on(runner::run(&mut drivers, &spec, &warm, shown))
+                .map_err(|e| format!("{}: {e}", kind.name()))?;
+            progress.finish();
+        }
+        let cpu_before = server.cpu_seconds()?;
+        let shown = progress.measuring(&label, args.measure);
+        let stats = rt
+            .block_on(runner::run(&mut drivers, &spec, &config, shown))
+            .map_err(|e| format!("{}: {e}", kind.name()))?;
+        progress.finish();
+        let cpu_after = server.cpu_seconds()?;
+        drop(drivers);
+        let run = RunResult::new(&config, &stats);
+        rows.push(CompareRow {
+            name: kind.name().to_string(),
+            target: target.url(),
+            version: version(kind),
+            server_cpu_sec_per_mop: (cpu_after - cpu_before) / (run.ops.max(1) as f64 / 1e6),
+            rss_bytes_per_key: (rss_after as f64 - rss_before as f64) / args.keys as f64,
+            rss_before_load_bytes: rss_before,
+            rss_after_load_bytes: rss_after,
+            run,
+            load,
+        });
+        drop(server);
+    }
+    Ok(CompareReport {
+        workload: args.workload.name().to_string(),
+        dist: args.dist.name(),
+        keys: args.keys,
+        key_size: args.shape.key_size,
+        value_size: args.shape.value_size,
+        depth: args.depth,
+        connections: args.connections,
+        seconds: args.measure.as_secs_f64(),
+        seed: args.seed,
+        pinned,
+        rows,
+        skipped,
+    })
+}
+
+fn start(
+    kind: TargetKind,
+    args: &CompareArgs,
+    cpu: Option<usize>,
+) -> Result<ServerProcess, String> {
+    let data = args.keys * (args.shape.key_size + args.shape.value_size) as u64;
+    match kind {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
+            let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
+            ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), cpu)
+        }
+        TargetKind::Redis => ServerProcess::redis(cpu),
+        TargetKind::Memcached => {
+            let mb = (args.keys * MEMCACHED_BYTES_PER_KEY_BUDGET + data) >> 20;
+            ServerProcess::memcached(mb.max(MEMCACHED_MEMORY_MIN_MB), cpu)
+        }
+    }
+}
+
+/// The server's version line, for the report (best effort).
+fn version(kind: TargetKind) -> String {
+    let (program, flag) = match kind {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
+            return env!("CARGO_PKG_VERSION").to_string()
+        }
+        TargetKind::Redis => ("redis-server", "--version"),
+        TargetKind::Memcached => ("memcached", "-V"),
+    };
+    std::process::Command::new(program)
+        .arg(flag)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.lines().next().unwrap_or("").trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Pins the calling thread (and the threads it starts later) to `cpu`; false when the machine
+/// has fewer than two CPUs or the call fails, in which case nothing is pinned.
+fn pin_self(cpu: usize) -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 || cpu >= cpus {
+        return false;
+    }
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, ..) reads only the given set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}

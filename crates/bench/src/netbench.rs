@@ -1,0 +1,228 @@
+//! `directkv bench run`: one workload against one running target, at one or several depths.
+//!
+//! ```text
+//!   resolve keys (--keys, or --utilization × the server's arena_bytes from INFO)
+//!     -> connect `connections` drivers -> load every key once (pipelined, --load-depth)
+//!     -> for each depth: warm-up + measured run (closed or open loop) -> RunReport
+//! ```
+//!
+//! Everything runs on one current-thread tokio runtime, which is the right host for one
+//! load-generator core. The progress bar (indicatif, on stderr) is the caller's choice.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::dist::Distribution;
+use crate::driver::{resp::RespDriver, DataShape, Driver, DriverError, Target};
+use crate::report::{LoadSummary, RunReport, RunResult};
+use crate::runner::{self, Pacing, Progress, RunConfig};
+use crate::workload::{keys_for_utilization, ValueFormat, WorkloadKind, WorkloadSpec};
+
+/// Operations per batch in the load phase when not given.
+pub const LOAD_DEPTH_DEFAULT: usize = 256;
+
+/// Everything `bench run` needs.
+#[derive(Debug, Clone)]
+pub struct NetRunArgs {
+    pub target: Target,
+    pub workload: WorkloadKind,
+    pub dist: Distribution,
+    /// Fixed key count; `None` fills `utilization` of the server's memory (directkv only).
+    pub keys: Option<u64>,
+    pub utilization: f64,
+    pub shape: DataShape,
+    /// One measured run per depth, in order.
+    pub depths: Vec<usize>,
+    pub connections: usize,
+    pub warmup: Duration,
+    pub measure: Duration,
+    /// Open loop at this many operations per second; closed loop when `None`.
+    pub rate: Option<f64>,
+    pub seed: u64,
+    /// Skip the load phase (the target already holds the keys).
+    pub skip_load: bool,
+    pub load_depth: usize,
+}
+
+/// Builds progress displays: one for the load, one per measured run.
+pub trait ProgressFactory {
+    fn loading(&self, keys: u64) -> Arc<dyn Progress>;
+    fn measuring(&self, label: &str, duration: Duration) -> Arc<dyn Progress>;
+    /// The phase that the last display belonged to has ended.
+    fn finish(&self) {}
+}
+
+/// Shows nothing.
+pub struct Silent;
+
+impl ProgressFactory for Silent {
+    fn loading(&self, _keys: u64) -> Arc<dyn Progress> {
+        Arc::new(runner::NoProgress)
+    }
+    fn measuring(&self, _label: &str, _duration: Duration) -> Arc<dyn Progress> {
+        Arc::new(runner::NoProgress)
+    }
+}
+
+/// The runtime every network benchmark runs on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))
+}
+
+pub fn run(args: &NetRunArgs, progress: &dyn ProgressFactory) -> Result<RunReport, String> {
+    let format = args.workload.value_format(args.shape)?;
+    for &depth in &args.depths {
+        RunConfig {
+            connections: args.connections,
+            depth,
+            warmup: args.warmup,
+            measure: args.measure,
+            pacing: pacing(args.rate),
+        }
+        .validate()?;
+    }
+    if args.load_depth == 0 || args.load_depth > runner::DEPTH_MAX {
+        return Err(format!(
+            "load depth must be 1..={}, got {}",
+            runner::DEPTH_MAX,
+            args.load_depth
+        ));
+    }
+    runtime()?.block_on(run_async(args, format, progress))
+}
+
+fn pacing(rate: Option<f64>) -> Pacing {
+    match rate {
+        Some(ops_per_sec) => Pacing::Open { ops_per_sec },
+        None => Pacing::Closed,
+    }
+}
+
+async fn run_async(
+    args: &NetRunArgs,
+    format: ValueFormat,
+    progress: &dyn ProgressFactory,
+) -> Result<RunReport, String> {
+    let keys = match args.keys {
+        Some(0) => return Err("--keys must be at least 1".to_string()),
+        Some(k) => k,
+        None => keys_from_server(args.target, args.utilization, args.shape).await?,
+    };
+    let spec = WorkloadSpec {
+        kind: args.workload,
+        dist: args.dist,
+        keys,
+        shape: args.shape,
+        seed: args.seed,
+    };
+    let mut drivers = connect_all(args.target, args.connections, args.shape, format)
+        .await
+        .map_err(|e| format!("{}: {e}", args.target.url()))?;
+    let load = if args.skip_load {
+        None
+    } else {
+        let _shown = progress.loading(keys);
+        let summary = load(&mut drivers, &spec, args.load_depth).await?;
+        progress.finish();
+        Some(summary)
+    };
+    let mut runs = Vec::with_capacity(args.depths.len());
+    for &depth in &args.depths {
+        let config = RunConfig {
+            connections: args.connections,
+            depth,
+            warmup: args.warmup,
+            measure: args.measure,
+            pacing: pacing(args.rate),
+        };
+        let shown = progress.measuring(&format!("depth {depth}"), args.warmup + args.measure);
+        let stats = runner::run(&mut drivers, &spec, &config, shown)
+            .await
+            .map_err(|e| format!("{}: {e}", args.target.url()))?;
+        progress.finish();
+        runs.push(RunResult::new(&config, &stats));
+    }
+    Ok(RunReport {
+        target: args.target.url(),
+        workload: args.workload.name().to_string(),
+        dist: args.dist.name(),
+        keys,
+        key_size: args.shape.key_size,
+        value_size: args.shape.value_size,
+        seed: args.seed,
+        warmup_seconds: args.warmup.as_secs_f64(),
+        load,
+        runs,
+    })
+}
+
+/// Connects `connections` drivers to `target`.
+pub async fn connect_all(
+    target: Target,
+    connections: usize,
+    shape: DataShape,
+    format: ValueFormat,
+) -> Result<Vec<Driver>, DriverError> {
+    let mut drivers = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        drivers.push(Driver::connect(&target, shape, format).await?);
+    }
+    Ok(drivers)
+}
+
+/// Writes every key once and times it.
+pub async fn load(
+    drivers: &mut Vec<Driver>,
+    spec: &WorkloadSpec,
+    depth: usize,
+) -> Result<LoadSummary, String> {
+    let started = Instant::now();
+    runner::load(drivers, spec, depth)
+        .await
+        .map_err(|e| format!("load phase: {e}"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(LoadSummary {
+        keys: spec.keys,
+        seconds,
+        ops_per_sec: spec.keys as f64 / seconds.max(f64::MIN_POSITIVE),
+    })
+}
+
+/// Keys that fill `utilization` of a directkv server's arena, read from `INFO memory`.
+async fn keys_from_server(
+    target: Target,
+    utilization: f64,
+    shape: DataShape,
+) -> Result<u64, String> {
+    if !(utilization > 0.0 && utilization <= 1.0) {
+        return Err(format!(
+            "--utilization must be in (0, 1], got {utilization}"
+        ));
+    }
+    let Target::Resp(addr) = target else {
+        return Err(format!(
+            "{}: give --keys (only a directkv RESP target reports its memory for --utilization)",
+            target.url()
+        ));
+    };
+    let mut driver = RespDriver::connect(addr, shape, ValueFormat::Bytes)
+        .await
+        .map_err(|e| format!("{}: {e}", target.url()))?;
+    let arena = driver
+        .info_field("memory", "arena_bytes")
+        .await
+        .map_err(|e| format!("{}: {e}", target.url()))?
+        .ok_or_else(|| {
+            format!(
+                "{}: the server reports no arena_bytes (not directkv?): give --keys",
+                target.url()
+            )
+        })?;
+    let arena: u64 = arena
+        .parse()
+        .map_err(|_| format!("{}: bad arena_bytes {arena:?}", target.url()))?;
+    Ok(keys_for_utilization(arena, utilization, shape))
+}

@@ -1,0 +1,309 @@
+//! Reports of network benchmark runs: the serde structures `--json` prints, the terminal tables
+//! and the CSV rows. Pure functions of the measured numbers; charts live in `chart.rs`.
+//!
+//! Units are in the field names: `_us` microseconds, `_per_sec` per second, `_bytes` bytes.
+//! Latencies are per operation (each operation of a batch gets the batch's latency).
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::runner::{Pacing, RunConfig, RunStats};
+
+/// The percentiles every report gives, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LatencySummary {
+    pub p5_us: f64,
+    pub p50_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub mean_us: f64,
+    pub max_us: f64,
+}
+
+impl LatencySummary {
+    /// From a histogram of nanoseconds; all zero when it is empty.
+    pub fn from_ns(h: &Histogram<u64>) -> LatencySummary {
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        LatencySummary {
+            p5_us: us(h.value_at_quantile(0.05)),
+            p50_us: us(h.value_at_quantile(0.50)),
+            p95_us: us(h.value_at_quantile(0.95)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            mean_us: h.mean() / 1_000.0,
+            max_us: us(h.max()),
+        }
+    }
+}
+
+/// One measured run at one depth.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// "closed" or "open".
+    pub mode: &'static str,
+    pub depth: usize,
+    pub connections: usize,
+    /// The open loop's offered rate; `None` in closed loop.
+    pub offered_ops_per_sec: Option<f64>,
+    pub ops: u64,
+    pub ok: u64,
+    pub missed: u64,
+    pub failed: u64,
+    pub batches: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    pub latency: LatencySummary,
+}
+
+impl RunResult {
+    pub fn new(config: &RunConfig, stats: &RunStats) -> RunResult {
+        let (mode, offered) = match config.pacing {
+            Pacing::Closed => ("closed", None),
+            Pacing::Open { ops_per_sec } => ("open", Some(ops_per_sec)),
+        };
+        RunResult {
+            mode,
+            depth: config.depth,
+            connections: config.connections,
+            offered_ops_per_sec: offered,
+            ops: stats.outcome.total(),
+            ok: stats.outcome.ok,
+            missed: stats.outcome.missed,
+            failed: stats.outcome.failed,
+            batches: stats.batches,
+            seconds: stats.seconds,
+            ops_per_sec: stats.ops_per_sec(),
+            latency: LatencySummary::from_ns(&stats.latency_ns),
+        }
+    }
+}
+
+/// How the load phase went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadSummary {
+    pub keys: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+}
+
+/// `directkv bench run`'s report: one workload on one target, one result per depth.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    pub target: String,
+    pub workload: String,
+    pub dist: String,
+    pub keys: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub seed: u64,
+    pub warmup_seconds: f64,
+    pub load: Option<LoadSummary>,
+    pub runs: Vec<RunResult>,
+}
+
+/// One target of `directkv bench compare`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    /// "directkv-resp", "redis", "memcached", "directkv-native".
+    pub name: String,
+    pub target: String,
+    pub version: String,
+    pub run: RunResult,
+    /// Server user+system CPU over the measured interval, seconds per million operations.
+    pub server_cpu_sec_per_mop: f64,
+    /// (VmRSS after the load − VmRSS before it) / keys.
+    pub rss_bytes_per_key: f64,
+    pub rss_before_load_bytes: u64,
+    pub rss_after_load_bytes: u64,
+    pub load: LoadSummary,
+}
+
+/// `directkv bench compare`'s report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    pub workload: String,
+    pub dist: String,
+    pub keys: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub depth: usize,
+    pub connections: usize,
+    pub seconds: f64,
+    pub seed: u64,
+    /// Whether servers and the load generator were pinned to separate cores.
+    pub pinned: bool,
+    pub rows: Vec<CompareRow>,
+    /// Targets that were asked for but could not run, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// The terminal table of a `bench run` report.
+pub fn run_table(r: &RunReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "target {}  workload {}  dist {}  keys {}  kv {}+{} bytes",
+        r.target, r.workload, r.dist, r.keys, r.key_size, r.value_size
+    );
+    if let Some(load) = r.load {
+        let _ = writeln!(
+            s,
+            "load: {} keys in {:.2} s ({:.0} ops/s)",
+            load.keys, load.seconds, load.ops_per_sec
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:>6} {:>5} {:>6} {:>13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "depth",
+        "conns",
+        "mode",
+        "ops/s",
+        "p5 us",
+        "p50 us",
+        "p95 us",
+        "p99 us",
+        "p99.9 us",
+        "mean us",
+        "missed",
+        "failed"
+    );
+    for run in &r.runs {
+        let l = &run.latency;
+        let _ = writeln!(
+            s,
+            "{:>6} {:>5} {:>6} {:>13.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8}",
+            run.depth,
+            run.connections,
+            run.mode,
+            run.ops_per_sec,
+            l.p5_us,
+            l.p50_us,
+            l.p95_us,
+            l.p99_us,
+            l.p999_us,
+            l.mean_us,
+            run.missed,
+            run.failed
+        );
+    }
+    s
+}
+
+/// The CSV of a `bench run` report: a header and one row per run.
+pub fn run_csv(r: &RunReport) -> String {
+    let mut s = String::from(
+        "target,workload,dist,keys,key_size,value_size,mode,depth,connections,offered_ops_per_sec,ops,ok,missed,failed,seconds,ops_per_sec,p5_us,p50_us,p95_us,p99_us,p999_us,mean_us,max_us\n",
+    );
+    for run in &r.runs {
+        let l = &run.latency;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.1},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}",
+            r.target,
+            r.workload,
+            r.dist,
+            r.keys,
+            r.key_size,
+            r.value_size,
+            run.mode,
+            run.depth,
+            run.connections,
+            run.offered_ops_per_sec.map_or(String::new(), |x| format!("{x:.0}")),
+            run.ops,
+            run.ok,
+            run.missed,
+            run.failed,
+            run.seconds,
+            run.ops_per_sec,
+            l.p5_us,
+            l.p50_us,
+            l.p95_us,
+            l.p99_us,
+            l.p999_us,
+            l.mean_us,
+            l.max_us
+        );
+    }
+    s
+}
+
+/// The terminal table of a `bench compare` report.
+pub fn compare_table(r: &CompareReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "workload {}  dist {}  keys {}  kv {}+{} bytes  depth {}  connections {}  {} s{}",
+        r.workload,
+        r.dist,
+        r.keys,
+        r.key_size,
+        r.value_size,
+        r.depth,
+        r.connections,
+        r.seconds,
+        if r.pinned {
+            "  (servers on core 1, load generator on core 0)"
+        } else {
+            "  (not pinned)"
+        }
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:>13} {:>9} {:>9} {:>14} {:>12} {:>8} {:>8}",
+        "target", "ops/s", "p50 us", "p99 us", "cpu s/M ops", "RSS B/key", "missed", "failed"
+    );
+    for row in &r.rows {
+        let _ = writeln!(
+            s,
+            "{:<16} {:>13.0} {:>9.1} {:>9.1} {:>14.3} {:>12.1} {:>8} {:>8}",
+            row.name,
+            row.run.ops_per_sec,
+            row.run.latency.p50_us,
+            row.run.latency.p99_us,
+            row.server_cpu_sec_per_mop,
+            row.rss_bytes_per_key,
+            row.run.missed,
+            row.run.failed
+        );
+    }
+    for skipped in &r.skipped {
+        let _ = writeln!(s, "{:<16} skipped: {}", skipped.name, skipped.reason);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::new_histogram;
+
+    #[test]
+    fn percentiles_come_from_the_histogram_in_microseconds() {
+        let mut h = new_histogram();
+        for us in 1..=1000u64 {
+            h.record(us * 1_000).unwrap();
+        }
+        let l = LatencySummary::from_ns(&h);
+        // Three significant digits: within 0.1% of the exact order statistics.
+        for (got, want) in [
+            (l.p5_us, 50.0),
+            (l.p50_us, 500.0),
+            (l.p99_us, 990.0),
+            (l.p999_us, 999.0),
+            (l.mean_us, 500.5),
+        ] {
+            assert!((got - want).abs() <= want * 0.002, "{got} vs {want}");
+        }
+        assert!(l.p5_us <= l.p50_us && l.p95_us <= l.p99_us && l.p99_us <= l.p999_us);
+    }
+}

@@ -1,0 +1,100 @@
+//! The memcached driver does not allocate in steady state: after a first batch has sized its
+//! buffers, further batches of the same shape allocate nothing. Counted by a global allocator
+//! that counts per thread, so that other tests' threads do not disturb the count; the driver
+//! runs on this test's thread (current-thread runtime). The RESP driver is not held to this:
+//! the proto crate's `parse_reply` builds an owned `Reply` for every reply.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use directkv_bench::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
+use directkv_bench::servers::{find_program, ServerProcess};
+use directkv_bench::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
+// const-initialised thread-local, which does not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+#[test]
+fn memcache_driver_batches_do_not_allocate_in_steady_state() {
+    if let Err(e) = find_program("memcached", "memcached") {
+        eprintln!("\n!!! SKIPPED: {e}\n");
+        return;
+    }
+    let server = ServerProcess::memcached(64, None).expect("memcached starts");
+    let shape = DataShape {
+        key_size: 8,
+        value_size: 16,
+    };
+    let spec = WorkloadSpec {
+        kind: WorkloadKind::YcsbA,
+        dist: directkv_bench::dist::Distribution::Uniform,
+        keys: 1_000,
+        shape,
+        seed: 5,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut driver = Driver::connect(&Target::Memcache(server.addr), shape, ValueFormat::Bytes)
+            .await
+            .unwrap();
+        let load: Vec<BenchOp> = (0..1_000)
+            .map(|key_id| BenchOp {
+                kind: BenchOpKind::Put,
+                key_id,
+            })
+            .collect();
+        let mut out = BatchOutcome::default();
+        driver.execute(&load, &mut out).await.unwrap();
+        let mut stream = OpStream::new(&spec, 0);
+        let mut ops = Vec::with_capacity(64);
+        // Warm-up batches grow the buffers to their working size.
+        for _ in 0..20 {
+            stream.fill(&mut ops, 64);
+            driver.execute(&ops, &mut out).await.unwrap();
+        }
+        let before = allocations();
+        for _ in 0..200 {
+            stream.fill(&mut ops, 64);
+            driver.execute(&ops, &mut out).await.unwrap();
+        }
+        let during = allocations() - before;
+        assert_eq!(out.failed, 0);
+        assert_eq!(out.missed, 0);
+        assert_eq!(
+            during, 0,
+            "{during} allocations in 200 steady-state batches"
+        );
+    });
+}
