@@ -60,7 +60,7 @@ pub enum DriverError {
 /// A connected driver of any protocol. An enum rather than a trait object because the drivers'
 /// `execute` is `async fn`, which trait objects cannot call, and the set of targets is closed.
 pub enum Driver {
-    Native(native::NativeDriver),
+    Native(Box<native::NativeDriver>),
     Resp(resp::RespDriver),
     Memcache(memcache::MemcacheDriver),
 }
@@ -83,7 +83,7 @@ impl Driver {
             Target::Native(addr) => {
                 let mut d = native::NativeDriver::connect(&addr.to_string(), shape).await?;
                 d.set_format(format);
-                Ok(Driver::Native(d))
+                Ok(Driver::Native(Box::new(d)))
             }
         }
     }
