@@ -68,86 +68,67 @@ fn reports(peers: &[mpsc::Sender<Job>]) -> Vec<Report> {
 /// The metrics text (Prometheus exposition format 0.0.4).
 pub fn render(reports: &[Report], stats: &ServerStats) -> String {
     let mut s = String::new();
-    header(
-        &mut s,
-        "directkv_connections",
-        "gauge",
-        "Open client connections.",
-    );
-    let _ = writeln!(
-        s,
-        "directkv_connections {}",
-        stats.connections.load(Ordering::Relaxed)
-    );
-    header(
-        &mut s,
-        "directkv_commands_total",
-        "counter",
-        "RESP commands processed.",
-    );
-    let _ = writeln!(
-        s,
-        "directkv_commands_total {}",
-        stats.commands.load(Ordering::Relaxed)
-    );
-    header(
-        &mut s,
-        "directkv_protocol_errors_total",
-        "counter",
-        "Connections closed for malformed input.",
-    );
-    let _ = writeln!(
-        s,
-        "directkv_protocol_errors_total {}",
-        stats.protocol_errors.load(Ordering::Relaxed)
-    );
-    header(
-        &mut s,
-        "directkv_forwarded_batches_total",
-        "counter",
-        "Batches sent to another shard's thread (cross-shard hops).",
-    );
-    let _ = writeln!(
-        s,
-        "directkv_forwarded_batches_total {}",
-        stats.forwarded_batches.load(Ordering::Relaxed)
-    );
-    header(
-        &mut s,
-        "directkv_forwarded_ops_total",
-        "counter",
-        "Operations in batches sent to another shard's thread.",
-    );
-    let _ = writeln!(
-        s,
-        "directkv_forwarded_ops_total {}",
-        stats.forwarded_ops.load(Ordering::Relaxed)
-    );
+    // Server-wide values: one line each, read from the shared atomic counters.
     let o = &stats.ocsm;
-    for (name, help, v) in [
+    let globals: [(&str, &str, &str, u64); 9] = [
+        (
+            "directkv_connections",
+            "gauge",
+            "Open client connections.",
+            stats.connections.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "directkv_commands_total",
+            "counter",
+            "RESP commands processed.",
+            stats.commands.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_protocol_errors_total",
+            "counter",
+            "Connections closed for malformed input.",
+            stats.protocol_errors.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_forwarded_batches_total",
+            "counter",
+            "Batches sent to another shard's thread (cross-shard hops).",
+            stats.forwarded_batches.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_forwarded_ops_total",
+            "counter",
+            "Operations in batches sent to another shard's thread.",
+            stats.forwarded_ops.load(Ordering::Relaxed),
+        ),
         (
             "directkv_ocsm_datagrams_total",
+            "counter",
             "OCSM datagrams received.",
-            &o.datagrams,
+            o.datagrams.load(Ordering::Relaxed),
         ),
         (
             "directkv_ocsm_messages_total",
+            "counter",
             "OCSM messages executed.",
-            &o.messages,
+            o.messages.load(Ordering::Relaxed),
         ),
         (
             "directkv_ocsm_errors_total",
+            "counter",
             "OCSM datagrams refused.",
-            &o.errors,
+            o.errors.load(Ordering::Relaxed),
         ),
         (
             "directkv_ocsm_bursts_total",
+            "counter",
             "recvmmsg bursts (batched path).",
-            &o.bursts,
+            o.bursts.load(Ordering::Relaxed),
         ),
-    ] {
-        header(&mut s, name, "counter", help);
-        let _ = writeln!(s, "{name} {}", v.load(Ordering::Relaxed));
+    ];
+    for (name, kind, help, v) in globals {
+        header(&mut s, name, kind, help);
+        let _ = writeln!(s, "{name} {v}");
     }
     per_shard(
         &mut s,
