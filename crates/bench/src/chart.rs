@@ -38,7 +38,7 @@ const COLORS: [RGBColor; 4] = [
 ];
 
 /// Registers the font once per process; later calls return the first outcome.
-fn ensure_font() -> Result<(), String> {
+pub(crate) fn ensure_font() -> Result<(), String> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {

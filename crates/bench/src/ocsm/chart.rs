@@ -9,16 +9,9 @@
 use std::path::Path;
 
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
 use super::{median_run, OcsmReport};
 
-/// Where DejaVu Sans lives on Debian and a few other systems.
-const FONT_PATHS: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
 const SIZE_PX: (u32, u32) = (1400, 560);
 const COLORS: [RGBColor; 3] = [
     RGBColor(200, 60, 40),
@@ -26,20 +19,10 @@ const COLORS: [RGBColor; 3] = [
     RGBColor(40, 150, 60),
 ];
 
-/// Registers DejaVu Sans as plotters' "sans-serif" (once), or says what to install.
+/// Registers the charts' font once per process (shared with `bench run`/`compare` charts), or
+/// says what to install.
 pub fn check_font() -> Result<(), String> {
-    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| {
-        let path = FONT_PATHS.iter().find(|p| Path::new(p).exists()).ok_or(
-            "font DejaVuSans.ttf not found: install it (Debian: apt-get install fonts-dejavu-core)",
-        )?;
-        let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-        // plotters keeps fonts for the life of the process.
-        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-            .map_err(|_| format!("{path}: not a usable font"))
-    })
-    .clone()
+    crate::chart::ensure_font()
 }
 
 fn err(e: impl std::fmt::Display) -> String {
