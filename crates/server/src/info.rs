@@ -1,4 +1,4 @@
-//! INFO: server, clients, memory and engine sections in Redis' `field:value` text format.
+//! INFO: server, clients, memory, engine, cross-shard forwarding and OCSM sections in Redis' `field:value` text format.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -40,6 +40,17 @@ pub async fn info(ctx: &ShardCtx) -> String {
         "# Stats\r\ntotal_commands_processed:{}\r\nengine_ops:{ops}\r\nengine_forwarded_ops:{forwarded}\r\nengine_memory_accesses:{accesses}\r\nprotocol_errors:{}\r\n\r\n# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
         st.commands.load(Ordering::Relaxed),
         st.protocol_errors.load(Ordering::Relaxed)
+    );
+    let o = &st.ocsm;
+    let _ = write!(
+        s,
+        "\r\n# Forwarding\r\nforwarded_batches:{}\r\nforwarded_ops:{}\r\n\r\n# OCSM\r\nocsm_datagrams:{}\r\nocsm_messages:{}\r\nocsm_errors:{}\r\nocsm_bursts:{}\r\n",
+        st.forwarded_batches.load(Ordering::Relaxed),
+        st.forwarded_ops.load(Ordering::Relaxed),
+        o.datagrams.load(Ordering::Relaxed),
+        o.messages.load(Ordering::Relaxed),
+        o.errors.load(Ordering::Relaxed),
+        o.bursts.load(Ordering::Relaxed)
     );
     s
 }

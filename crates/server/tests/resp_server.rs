@@ -224,3 +224,53 @@ fn connections_max_and_input_limits() {
     assert_eq!(a.cmd(&["PING"]), Reply::Simple("PONG".into()));
     srv.stop();
 }
+
+/// INFO's integer field `name`.
+fn info_field(c: &mut Client, name: &str) -> u64 {
+    let text = match c.cmd(&["INFO"]) {
+        Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+        r => panic!("{r:?}"),
+    };
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("INFO has no {name}: {text}"));
+    line.trim().parse().unwrap()
+}
+
+#[test]
+fn info_counts_ocsm_datagrams_messages_and_errors() {
+    use std::net::UdpSocket;
+    use std::time::Duration;
+    let srv = start_with(ServerConfig {
+        port: 0,
+        shards: 1,
+        memory_bytes: 32 << 20,
+        ocsm_port: Some(0),
+        ..ServerConfig::default()
+    });
+    let mut c = Client::connect(&srv);
+    assert_eq!(info_field(&mut c, "ocsm_datagrams"), 0);
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    u.connect(srv.ocsm_addr().expect("OCSM on")).unwrap();
+    let mut buf = [0u8; 2048];
+    // One insert message (the first record of the OCSM test vectors), then a datagram whose
+    // header promises more messages than it carries.
+    let hex = "010000010100757365723030303030303432616c696365000000000000001000000001010201";
+    let insert: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    u.send(&insert).unwrap();
+    assert!(u.recv(&mut buf).unwrap() > 6);
+    let mut truncated = insert.clone();
+    truncated[4] = 9; // count 9, one message present
+    u.send(&truncated).unwrap();
+    assert!(u.recv(&mut buf).unwrap() >= 6);
+    assert_eq!(info_field(&mut c, "ocsm_datagrams"), 2);
+    assert_eq!(info_field(&mut c, "ocsm_messages"), 1);
+    assert_eq!(info_field(&mut c, "ocsm_errors"), 1);
+    assert_eq!(info_field(&mut c, "forwarded_batches"), 0);
+    srv.stop();
+}
