@@ -9,7 +9,7 @@
 //! accesses per GET. A larger ratio means shorter chains (fewer accesses) but less room for
 //! chains and records, which is the trade-off the seed plots.
 
-use crate::index::bucket::{inline_slots, INLINE_BYTES_MAX, SLOTS};
+use crate::index::bucket::{INLINE_BYTES_MAX, SLOTS};
 use crate::index::record;
 use crate::slab::class_size_bytes;
 
@@ -113,7 +113,8 @@ fn chain_model(lambda: f64, cap: usize) -> (f64, f64) {
 /// Bytes per key-value of the storage choice, outside the index (records), and bucket capacity.
 fn storage(kv_bytes: usize, inline: bool) -> (f64, usize) {
     if inline {
-        (0.0, SLOTS / inline_slots(kv_bytes))
+        // Inline key-values are packed byte by byte.
+        (0.0, INLINE_BYTES_MAX / kv_bytes)
     } else {
         let klen = kv_bytes / 2;
         let l = record::layout(klen.max(1), kv_bytes - klen.min(kv_bytes), 16)
@@ -137,9 +138,7 @@ pub fn capacity_utilization(memory: usize, kv_bytes: usize, r: f64, inline: bool
     for _ in 0..50 {
         let mid = (lo + hi) / 2.0;
         let fits = slab_demand(m, r, mid, rec, cap) <= (1.0 - r) * m * SLAB_PLAN_SHARE
-            && (!inline
-                || mid * inline_slots(kv_bytes) as f64 * 5.0
-                    <= r * m * 50.0 / 64.0 + (1.0 - r) * m);
+            && (!inline || mid * kv_bytes as f64 <= r * m * 50.0 / 64.0 + (1.0 - r) * m);
         if fits {
             lo = mid
         } else {
@@ -182,7 +181,9 @@ pub fn tune(memory: usize, kv_bytes: usize, target_utilization: f64) -> Tuning {
     }
     let threshold_for = |inline: bool| {
         if inline {
-            (inline_slots(kv_bytes) * 5 + 1).min(INLINE_BYTES_MAX + 1)
+            // Up to the next multiple of 5 bytes, so sizes a little above the expected one
+            // stay inline too.
+            (kv_bytes.div_ceil(5) * 5 + 1).min(INLINE_BYTES_MAX + 1)
         } else {
             kv_bytes.min(INLINE_BYTES_MAX + 1)
         }

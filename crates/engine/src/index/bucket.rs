@@ -17,10 +17,21 @@
 //! in 32-byte units (31 bits: 64 GiB).
 //! ```
 //!
-//! Invariant kept by every mutation: used slots form a prefix of the bucket, so free slots are a
-//! contiguous run at the end and "is there room for n slots" is one comparison. Removing an entry
-//! shifts the entries behind it to the left; this costs nothing extra in memory accesses because
-//! the whole bucket is one cache line that the operation writes anyway.
+//! Placement (ours; the bits above are the seed's). Inline key-values are packed byte by byte from
+//! byte 0 upwards: an entry may start in the middle of a slot, right after the previous entry's
+//! last value byte, so the set bits of the bitmap alternate "last key byte", "last value byte".
+//! Pointer slots, which must stay whole, are packed from slot 9 downwards. A slot's code says what
+//! it holds: INLINE_START if an inline entry starts inside it, INLINE_CONT if it only continues
+//! one, a pointer code, or EMPTY. The free space is the gap between the end of the inline bytes
+//! and the lowest pointer slot, so "is there room" is one comparison. Removing an entry shifts
+//! the entries behind it; that costs no extra memory access because the operation writes the
+//! bucket's one cache line anyway. A key-value with an empty value would set a single bit and
+//! break the alternation, so those are stored as records.
+//!
+//! Why not the seed's slot-aligned placement: with 5-byte slots an 8 + 8-byte pair takes 4 slots
+//! (20 bytes), so a bucket holds 2 of them and 16-byte pairs cannot fill memory beyond about
+//! 0.47; packed, a bucket holds 3 (48 of 50 bytes). Sizes that are a multiple of 5 are stored
+//! exactly as before. BENCHMARKS.md ("Byte-packed inline key-values") has the measurements.
 
 /// Hash slots per bucket.
 pub const SLOTS: usize = 10;
@@ -107,13 +118,59 @@ fn load_le_16(v: &[u8]) -> u128 {
     }
 }
 
-/// A decoded inline entry.
+/// A decoded inline entry: it starts at byte `pos` of the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InlineEntry {
-    pub slot: usize,
+    pub pos: usize,
     pub klen: usize,
     pub vlen: usize,
-    pub slots: usize,
+}
+
+/// Parity of the bits at and below each position: 1 from an entry's last key byte up to, not
+/// including, its last value byte.
+#[inline(always)]
+fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
+}
+
+/// The bitmap split into its two kinds of marks, and where entries start.
+#[derive(Debug, Clone, Copy)]
+struct Marks {
+    key_ends: u64,
+    value_ends: u64,
+    /// Bit p set: an inline entry starts at byte p.
+    starts: u64,
+    /// One past the last inline byte.
+    end: usize,
+}
+
+impl Marks {
+    #[inline(always)]
+    fn of(bitmap: u64) -> Marks {
+        let inside = prefix_xor(bitmap);
+        let key_ends = bitmap & inside;
+        let value_ends = bitmap & !inside;
+        let end = 64 - bitmap.leading_zeros() as usize;
+        let below_end = (1u64 << end) - 1;
+        Marks {
+            key_ends,
+            value_ends,
+            starts: ((value_ends << 1) | 1) & below_end,
+            end,
+        }
+    }
+
+    /// Value length of the entry whose key ends at byte `key_end`.
+    #[inline(always)]
+    fn vlen_after(&self, key_end: usize) -> usize {
+        (self.value_ends >> (key_end + 1)).trailing_zeros() as usize + 1
+    }
 }
 
 impl Default for Bucket {
@@ -167,21 +224,34 @@ impl Bucket {
         w & ((1 << BITMAP_BITS) - 1)
     }
 
-    /// Number of used slots (the used prefix).
+    /// Number of pointer slots (they occupy the top slots).
     #[inline(always)]
-    pub fn used_slots(&self) -> usize {
-        let codes = self.codes();
-        if codes == 0 {
-            return 0;
-        }
-        // Highest non-zero 3-bit group + 1.
-        let top_bit = 31 - codes.leading_zeros() as usize;
-        top_bit / 3 + 1
+    pub fn pointer_slots(&self) -> usize {
+        pointer_lanes(self.codes()).count_ones() as usize
     }
 
+    /// One past the last byte of inline key-values.
     #[inline(always)]
-    pub fn free_slots(&self) -> usize {
-        SLOTS - self.used_slots()
+    pub fn inline_end(&self) -> usize {
+        64 - self.bitmap().leading_zeros() as usize
+    }
+
+    /// Bytes between the inline entries and the lowest pointer slot.
+    #[inline(always)]
+    pub fn free_bytes(&self) -> usize {
+        (SLOTS - self.pointer_slots()) * SLOT_BYTES - self.inline_end()
+    }
+
+    /// Room for an inline key-value of `kv_len` bytes.
+    #[inline(always)]
+    pub fn fits_inline(&self, kv_len: usize) -> bool {
+        kv_len <= self.free_bytes()
+    }
+
+    /// Room for one more pointer slot.
+    #[inline(always)]
+    pub fn fits_pointer(&self) -> bool {
+        self.free_bytes() >= SLOT_BYTES
     }
 
     pub fn is_empty(&self) -> bool {
@@ -247,146 +317,132 @@ impl Bucket {
         )
     }
 
-    /// Decodes the inline entry starting at `slot` (whose code must be INLINE_START).
-    #[inline(always)]
-    pub fn inline_entry(&self, slot: usize) -> InlineEntry {
-        debug_assert_eq!(self.code(slot), code::INLINE_START);
-        let codes = self.codes();
-        // The entry spans up to the next slot that does not continue it.
-        let not_cont = !lanes_equal(codes, code::INLINE_CONT) & LANE_LOW;
-        let after = not_cont >> (3 * (slot + 1));
-        let slots = if after == 0 {
-            SLOTS - slot
-        } else {
-            1 + after.trailing_zeros() as usize / 3
-        };
-        let start = slot * SLOT_BYTES;
-        let span_end = (slot + slots) * SLOT_BYTES;
-        let bits = self.bitmap() >> start;
-        let key_end = start + bits.trailing_zeros() as usize;
-        debug_assert!(key_end < span_end);
-        let rest = bits >> (key_end - start + 1);
-        let next = key_end + 1 + rest.trailing_zeros() as usize;
-        let value_end = if rest != 0 && next < span_end {
-            next
-        } else {
-            key_end
-        };
+    /// The inline entry starting at byte `pos`.
+    pub fn inline_entry(&self, pos: usize) -> InlineEntry {
+        let m = Marks::of(self.bitmap());
+        debug_assert!(m.starts >> pos & 1 == 1, "no entry starts at byte {pos}");
+        let key_end = pos + (m.key_ends >> pos).trailing_zeros() as usize;
         InlineEntry {
-            slot,
-            klen: key_end - start + 1,
-            vlen: value_end - key_end,
-            slots,
+            pos,
+            klen: key_end - pos + 1,
+            vlen: m.vlen_after(key_end),
         }
     }
 
-    /// Finds the inline entry whose key is `key`: (slot, value length). The hot path of GET.
+    /// Finds the inline entry whose key is `key`: (byte position, value length). The hot path
+    /// of GET: the candidates are the entry starts followed by a key end exactly `key.len()`
+    /// bytes later, so only keys of the right length are compared.
     #[inline(always)]
     pub fn find_inline(&self, key: &[u8]) -> Option<(usize, usize)> {
         let klen = key.len();
         debug_assert!((1..=INLINE_BYTES_MAX).contains(&klen));
-        let codes = self.codes();
-        let mut starts = lanes_equal(codes, code::INLINE_START);
-        if starts == 0 {
+        let bitmap = self.bitmap();
+        if bitmap == 0 {
             return None;
         }
-        let bitmap = self.bitmap();
-        let want = 1u64 << (klen - 1);
-        let mask = (want << 1).wrapping_sub(1);
-        while starts != 0 {
-            let s = starts.trailing_zeros() as usize / 3;
-            starts &= starts - 1;
-            let o = s * SLOT_BYTES;
-            // The first marked byte at or after the slot start is the key's last byte.
-            if (bitmap >> o) & mask == want && crate::index::key_eq(&self.bytes[o..o + klen], key) {
-                // The value ends at the next marked byte inside the entry's span, if any.
-                let not_cont = !lanes_equal(codes, code::INLINE_CONT) & LANE_LOW;
-                let after = not_cont >> (3 * (s + 1));
-                let span_end = if after == 0 {
-                    INLINE_BYTES_MAX
-                } else {
-                    (s + 1 + after.trailing_zeros() as usize / 3) * SLOT_BYTES
-                };
-                let rest = bitmap >> (o + klen);
-                let next = o + klen + rest.trailing_zeros() as usize;
-                let vlen = if rest != 0 && next < span_end {
-                    next - (o + klen) + 1
-                } else {
-                    0
-                };
-                return Some((s, vlen));
+        let m = Marks::of(bitmap);
+        let mut cand = m.starts & (m.key_ends >> (klen - 1));
+        while cand != 0 {
+            let pos = cand.trailing_zeros() as usize;
+            cand &= cand - 1;
+            if crate::index::key_eq(&self.bytes[pos..pos + klen], key) {
+                return Some((pos, m.vlen_after(pos + klen - 1)));
             }
         }
         None
     }
 
+    /// Inline entries, in byte order.
+    pub fn inline_entries(&self) -> impl Iterator<Item = InlineEntry> + '_ {
+        let m = Marks::of(self.bitmap());
+        let mut starts = m.starts;
+        std::iter::from_fn(move || {
+            if starts == 0 {
+                return None;
+            }
+            let pos = starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let key_end = pos + (m.key_ends >> pos).trailing_zeros() as usize;
+            Some(InlineEntry {
+                pos,
+                klen: key_end - pos + 1,
+                vlen: m.vlen_after(key_end),
+            })
+        })
+    }
+
+    /// Pointer slots, lowest first.
+    pub fn pointer_slot_list(&self) -> impl Iterator<Item = usize> {
+        let mut lanes = pointer_lanes(self.codes());
+        std::iter::from_fn(move || {
+            if lanes == 0 {
+                return None;
+            }
+            let s = lanes.trailing_zeros() as usize / 3;
+            lanes &= lanes - 1;
+            Some(s)
+        })
+    }
+
     pub fn inline_key(&self, e: &InlineEntry) -> &[u8] {
-        let o = e.slot * SLOT_BYTES;
-        &self.bytes[o..o + e.klen]
+        &self.bytes[e.pos..e.pos + e.klen]
     }
 
     pub fn inline_value(&self, e: &InlineEntry) -> &[u8] {
-        let o = e.slot * SLOT_BYTES + e.klen;
+        let o = e.pos + e.klen;
         &self.bytes[o..o + e.vlen]
     }
 
-    /// Number of slots the entry starting at `slot` occupies.
-    pub fn entry_slots(&self, slot: usize) -> usize {
-        match self.code(slot) {
-            code::INLINE_START => self.inline_entry(slot).slots,
-            c if code::is_pointer(c) => 1,
-            c => panic!("slot {slot} holds code {c}, not the start of an entry"),
+    /// Recomputes the codes of the inline slots (all slots below the pointer slots) from the
+    /// bitmap.
+    fn set_inline_codes(&mut self) {
+        let m = Marks::of(self.bitmap());
+        let codes = self.codes();
+        let first_pointer = SLOTS - self.pointer_slots();
+        let mut new = codes & !((1u32 << (3 * first_pointer)) - 1);
+        for s in 0..first_pointer {
+            let lo = s * SLOT_BYTES;
+            if lo >= m.end {
+                break;
+            }
+            let c = if (m.starts >> lo) & 0x1f != 0 {
+                code::INLINE_START
+            } else {
+                code::INLINE_CONT
+            };
+            new |= (c as u32) << (3 * s);
         }
+        self.set_codes(new);
     }
 
-    /// Appends an inline key-value after the used prefix. Returns its first slot, or None if the
-    /// free run is too short.
+    /// Appends an inline key-value after the inline entries. Returns its byte position, or None
+    /// if the free space is too short. The value must not be empty (see the module doc).
     pub fn push_inline(&mut self, key: &[u8], value: &[u8]) -> Option<usize> {
         let kv_len = key.len() + value.len();
-        assert!(!key.is_empty() && kv_len <= INLINE_BYTES_MAX);
-        let n = inline_slots(kv_len);
-        let slot = self.used_slots();
-        if SLOTS - slot < n {
+        assert!(!key.is_empty() && !value.is_empty() && kv_len <= INLINE_BYTES_MAX);
+        if !self.fits_inline(kv_len) {
             return None;
         }
-        self.write_inline_at(slot, n, key, value);
-        Some(slot)
-    }
-
-    /// Writes an inline entry at `slot` over `n` slots that are free or belong to an entry of the
-    /// same slot count being replaced.
-    pub fn write_inline_at(&mut self, slot: usize, n: usize, key: &[u8], value: &[u8]) {
-        let kv_len = key.len() + value.len();
-        debug_assert_eq!(inline_slots(kv_len), n);
-        let o = slot * SLOT_BYTES;
-        let span = n * SLOT_BYTES;
-        self.bytes[o..o + key.len()].copy_from_slice(key);
-        self.bytes[o + key.len()..o + kv_len].copy_from_slice(value);
-        self.bytes[o + kv_len..o + span].fill(0);
-        let mut bitmap = self.bitmap() & !(((1u64 << span) - 1) << o);
-        bitmap |= 1u64 << (o + key.len() - 1);
-        bitmap |= 1u64 << (o + kv_len - 1);
+        let pos = self.inline_end();
+        self.bytes[pos..pos + key.len()].copy_from_slice(key);
+        self.bytes[pos + key.len()..pos + kv_len].copy_from_slice(value);
+        let bitmap = self.bitmap() | 1u64 << (pos + key.len() - 1) | 1u64 << (pos + kv_len - 1);
         self.set_bitmap(bitmap);
-        // INLINE_START in the first lane, INLINE_CONT in the other n - 1.
-        let lanes = (1u32 << (3 * n)) - 1;
-        let new = ((LANE_LOW * code::INLINE_CONT as u32) & lanes & !7) | code::INLINE_START as u32;
-        self.set_codes((self.codes() & !(lanes << (3 * slot))) | (new << (3 * slot)));
+        self.set_inline_codes();
+        Some(pos)
     }
 
-    /// Replaces the value of the inline entry at `slot` (key of `klen` bytes, `slots` slots)
-    /// with `value`, which must need the same number of slots. The key, the codes and the key's
-    /// bitmap bit stay as they are. The common small case is one 16-byte merge, without the
-    /// library calls that copying and zero-filling slices of run-time length make.
+    /// Replaces the value of the inline entry at byte `pos` (key of `klen` bytes) with `value`
+    /// of the same length as the old one: the key, the bitmap and the codes stay as they are.
+    /// The common small case is one 16-byte merge, without the library call that copying a
+    /// slice of run-time length makes.
     #[inline]
-    pub fn replace_inline_value(&mut self, slot: usize, klen: usize, slots: usize, value: &[u8]) {
-        let o = slot * SLOT_BYTES;
-        let vo = o + klen;
-        let end = o + slots * SLOT_BYTES;
-        debug_assert!(klen >= 1 && inline_slots(klen + value.len()) == slots);
+    pub fn replace_inline_value(&mut self, pos: usize, klen: usize, value: &[u8]) {
+        let vo = pos + klen;
         let vlen = value.len();
-        // Bytes vo..end become the value followed by zeros.
-        if end - vo <= 16 && vo + 16 <= self.bytes.len() {
-            let keep = (end - vo) * 8;
+        debug_assert_eq!(self.inline_entry(pos).vlen, vlen);
+        if vlen <= 16 && vo + 16 <= self.bytes.len() {
+            let keep = vlen * 8;
             let mask = if keep == 128 {
                 u128::MAX
             } else {
@@ -397,65 +453,55 @@ impl Bucket {
             *w = ((load_le_16(value) & mask) | (cur & !mask)).to_le_bytes();
         } else {
             self.bytes[vo..vo + vlen].copy_from_slice(value);
-            self.bytes[vo + vlen..end].fill(0);
         }
-        let span_bits = ((1u64 << (end - vo)) - 1) << vo;
-        let mut bitmap = self.bitmap() & !span_bits;
-        if vlen > 0 {
-            bitmap |= 1u64 << (vo + vlen - 1);
-        }
-        self.set_bitmap(bitmap);
     }
 
-    /// Appends a pointer slot. Returns its slot, or None if the bucket is full.
+    /// Adds a pointer slot below the other pointer slots. Returns its slot, or None if there is
+    /// no room.
     pub fn push_pointer(&mut self, slot_code: u8, secondary: u16, ptr: u32) -> Option<usize> {
-        let slot = self.used_slots();
-        if slot == SLOTS {
+        if !self.fits_pointer() {
             return None;
         }
+        let slot = SLOTS - self.pointer_slots() - 1;
         self.set_pointer(slot, slot_code, secondary, ptr);
         Some(slot)
     }
 
-    /// Overwrites slot `slot` with a pointer.
+    /// Overwrites slot `slot`, which holds no inline bytes, with a pointer.
     pub fn set_pointer(&mut self, slot: usize, slot_code: u8, secondary: u16, ptr: u32) {
         assert!(code::is_pointer(slot_code));
         assert!(ptr <= POINTER_MAX && (secondary as u32) < (1 << SECONDARY_HASH_BITS));
+        debug_assert!(slot * SLOT_BYTES >= self.inline_end());
         let v = (secondary as u64) | ((ptr as u64) << SECONDARY_HASH_BITS);
         let o = slot * SLOT_BYTES;
         self.bytes[o..o + 5].copy_from_slice(&v.to_le_bytes()[..5]);
-        self.set_bitmap(self.bitmap() & !(((1u64 << SLOT_BYTES) - 1) << o));
         self.set_code(slot, slot_code);
     }
 
-    /// Removes the entry starting at `slot` and shifts the entries behind it left, keeping the
-    /// used prefix contiguous.
-    pub fn remove(&mut self, slot: usize) {
-        let n = self.entry_slots(slot);
-        let used = self.used_slots();
-        let (lo, hi, end) = (
-            slot * SLOT_BYTES,
-            (slot + n) * SLOT_BYTES,
-            used * SLOT_BYTES,
-        );
-        self.bytes.copy_within(hi..end, lo);
-        self.bytes[end - (hi - lo)..end].fill(0);
+    /// Removes the inline entry at byte `pos` and shifts the entries behind it left.
+    pub fn remove_inline(&mut self, pos: usize) {
+        let e = self.inline_entry(pos);
+        let len = e.klen + e.vlen;
+        let end = self.inline_end();
+        self.bytes.copy_within(pos + len..end, pos);
+        self.bytes[end - len..end].fill(0);
         let bitmap = self.bitmap();
-        let moved_bits = (bitmap >> hi) << lo;
-        self.set_bitmap((bitmap & ((1u64 << lo) - 1)) | moved_bits);
-        let codes = self.codes();
-        let low_codes = codes & ((1u32 << (3 * slot)) - 1);
-        let moved_codes = (codes >> (3 * (slot + n))) << (3 * slot);
-        self.set_codes(low_codes | moved_codes);
+        let low = bitmap & ((1u64 << pos) - 1);
+        self.set_bitmap(low | ((bitmap >> (pos + len)) << pos));
+        self.set_inline_codes();
     }
 
-    /// Starting slots of the entries, in order.
-    pub fn entry_starts(&self) -> impl Iterator<Item = usize> + '_ {
+    /// Removes the pointer in slot `slot` and shifts the pointer slots below it up.
+    pub fn remove_pointer(&mut self, slot: usize) {
+        debug_assert!(code::is_pointer(self.code(slot)));
+        let first = SLOTS - self.pointer_slots();
+        let (lo, hi) = (first * SLOT_BYTES, slot * SLOT_BYTES);
+        self.bytes.copy_within(lo..hi, lo + SLOT_BYTES);
+        self.bytes[lo..lo + SLOT_BYTES].fill(0);
         let codes = self.codes();
-        (0..SLOTS).filter(move |&s| {
-            let c = ((codes >> (3 * s)) & 7) as u8;
-            c == code::INLINE_START || code::is_pointer(c)
-        })
+        let moving = codes & (((1u32 << (3 * slot)) - 1) & !((1u32 << (3 * first)) - 1));
+        let kept = codes & !(((1u32 << (3 * (slot + 1))) - 1) & !((1u32 << (3 * first)) - 1));
+        self.set_codes(kept | (moving << 3));
     }
 }
 
@@ -463,80 +509,211 @@ impl Bucket {
 mod tests {
     use super::*;
 
+    fn entries(b: &Bucket) -> Vec<(Vec<u8>, Vec<u8>)> {
+        b.inline_entries()
+            .map(|e| (b.inline_key(&e).to_vec(), b.inline_value(&e).to_vec()))
+            .collect()
+    }
+
+    /// Codes recomputed from scratch: what every mutation must leave behind.
+    fn check_codes(b: &Bucket) {
+        let ptrs = b.pointer_slots();
+        let end = b.inline_end();
+        assert!(
+            end <= (SLOTS - ptrs) * SLOT_BYTES,
+            "inline bytes run into pointer slots"
+        );
+        let starts: Vec<usize> = b.inline_entries().map(|e| e.pos).collect();
+        for s in 0..SLOTS {
+            let want = if s >= SLOTS - ptrs {
+                assert!(code::is_pointer(b.code(s)), "slot {s} {:?}", b);
+                continue;
+            } else if s * SLOT_BYTES >= end {
+                code::EMPTY
+            } else if starts.iter().any(|&p| p / SLOT_BYTES == s) {
+                code::INLINE_START
+            } else {
+                code::INLINE_CONT
+            };
+            assert_eq!(b.code(s), want, "slot {s} of {b:?}");
+        }
+        // Bytes past the inline entries and below the pointers are zero.
+        assert!(b.bytes[end..(SLOTS - ptrs) * SLOT_BYTES]
+            .iter()
+            .all(|&x| x == 0));
+    }
+
     #[test]
     fn empty_bucket() {
         let b = Bucket::default();
         assert!(b.is_empty());
-        assert_eq!(b.free_slots(), 10);
+        assert_eq!(b.free_bytes(), 50);
         assert_eq!(b.chain(), None);
+        assert_eq!(b.find_inline(b"k"), None);
     }
 
     #[test]
     fn inline_roundtrip_and_exact_fill() {
         let mut b = Bucket::default();
-        // Five 10-byte key-values (6 + 4) fill exactly 10 slots.
+        // Five 10-byte key-values (6 + 4) fill exactly 50 bytes.
         for i in 0..5u8 {
             let key = [i, 1, 2, 3, 4, 5];
-            assert_eq!(b.push_inline(&key, &[9, 9, 9, i]), Some(2 * i as usize));
+            assert_eq!(b.push_inline(&key, &[9, 9, 9, i]), Some(10 * i as usize));
+            check_codes(&b);
         }
-        assert_eq!(b.free_slots(), 0);
-        assert_eq!(b.push_inline(b"k", b""), None);
-        for (n, s) in b.entry_starts().enumerate() {
-            let e = b.inline_entry(s);
-            assert_eq!((e.klen, e.vlen, e.slots), (6, 4, 2));
-            assert_eq!(b.inline_key(&e), &[n as u8, 1, 2, 3, 4, 5]);
-            assert_eq!(b.inline_value(&e), &[9, 9, 9, n as u8]);
+        assert_eq!(b.free_bytes(), 0);
+        assert!(!b.fits_pointer());
+        assert_eq!(b.push_inline(b"k", b"v"), None);
+        for (n, (k, v)) in entries(&b).into_iter().enumerate() {
+            assert_eq!(k, [n as u8, 1, 2, 3, 4, 5]);
+            assert_eq!(v, [9, 9, 9, n as u8]);
+            assert_eq!(b.find_inline(&k), Some((10 * n, 4)));
         }
     }
 
     #[test]
-    fn one_kv_spanning_all_ten_slots() {
+    fn three_sixteen_byte_pairs_share_a_bucket() {
+        let mut b = Bucket::default();
+        for i in 0..3u8 {
+            let key = [b'k', b'e', b'y', 0, 0, 0, 0, i];
+            let value = [i; 8];
+            assert_eq!(b.push_inline(&key, &value), Some(16 * i as usize));
+            check_codes(&b);
+        }
+        assert_eq!(b.free_bytes(), 2);
+        assert_eq!(b.push_inline(b"k", b"v"), Some(48)); // 2 bytes left: a 1 + 1 pair fits
+        assert_eq!(b.free_bytes(), 0);
+        // Entries start mid-slot: 16 is in slot 3, 32 in slot 6.
+        assert_eq!(b.code(3), code::INLINE_START);
+        assert_eq!(b.code(6), code::INLINE_START);
+        assert_eq!(b.code(4), code::INLINE_CONT);
+        for i in 0..3u8 {
+            let key = [b'k', b'e', b'y', 0, 0, 0, 0, i];
+            let (pos, vlen) = b.find_inline(&key).unwrap();
+            assert_eq!((pos, vlen), (16 * i as usize, 8));
+            assert_eq!(&b.bytes[pos + 8..pos + 16], &[i; 8]);
+        }
+        assert_eq!(b.find_inline(b"k"), Some((48, 1)));
+        assert_eq!(b.find_inline(b"key\0\0\0\0\x03"), None);
+    }
+
+    #[test]
+    fn one_kv_spanning_all_fifty_bytes() {
         let mut b = Bucket::default();
         let key = [7u8; 20];
         let value = [8u8; 30];
         assert_eq!(b.push_inline(&key, &value), Some(0));
         let e = b.inline_entry(0);
-        assert_eq!((e.klen, e.vlen, e.slots), (20, 30, 10));
+        assert_eq!((e.klen, e.vlen), (20, 30));
         assert_eq!(b.inline_value(&e), &value);
-        assert_eq!(b.free_slots(), 0);
+        assert_eq!(b.free_bytes(), 0);
+        check_codes(&b);
     }
 
     #[test]
-    fn empty_values_and_keys_ending_on_slot_boundaries() {
+    fn an_entry_starting_mid_slot_can_end_exactly_at_byte_50() {
         let mut b = Bucket::default();
-        b.push_inline(b"abcde", b"").unwrap(); // key fills the slot exactly, value empty
-        b.push_inline(b"x", b"").unwrap();
-        b.push_inline(b"abcd", b"e").unwrap();
-        b.push_inline(b"q", b"12345").unwrap(); // value crosses into a second slot
-        let got: Vec<(Vec<u8>, Vec<u8>)> = b
-            .entry_starts()
-            .map(|s| {
-                let e = b.inline_entry(s);
-                (b.inline_key(&e).to_vec(), b.inline_value(&e).to_vec())
-            })
-            .collect();
+        b.push_inline(b"abc", b"d").unwrap(); // bytes 0..4
+        assert_eq!(b.push_inline(&[1u8; 20], &[2u8; 26]), Some(4)); // bytes 4..50
+        assert_eq!(b.inline_end(), 50);
+        assert_eq!(b.find_inline(&[1u8; 20]), Some((4, 26)));
+        assert_eq!(b.find_inline(b"abc"), Some((0, 1)));
+        check_codes(&b);
+        b.remove_inline(0);
+        assert_eq!(b.find_inline(&[1u8; 20]), Some((0, 26)));
+        assert_eq!(b.inline_end(), 46);
+        check_codes(&b);
+    }
+
+    #[test]
+    fn inline_bytes_meet_the_pointer_slots_exactly() {
+        let mut b = Bucket::default();
+        b.push_pointer(code::PTR_SMALL_FIRST, 5, 100).unwrap(); // slot 9
+        b.push_pointer(code::PTR_LARGE, 6, 200).unwrap(); // slot 8
+        assert_eq!(b.free_bytes(), 40);
+        assert!(b.push_inline(&[3u8; 20], &[4u8; 21]).is_none()); // 41 > 40
+        assert_eq!(b.push_inline(&[3u8; 20], &[4u8; 20]), Some(0));
+        assert_eq!(b.free_bytes(), 0);
+        assert!(!b.fits_pointer());
+        assert_eq!(b.pointer(9), (5, 100));
+        assert_eq!(b.pointer(8), (6, 200));
+        check_codes(&b);
+        // A pointer needs a whole free slot: 4 free bytes are not enough.
+        b.remove_inline(0);
+        b.push_inline(&[3u8; 20], &[4u8; 16]).unwrap();
+        assert_eq!(b.free_bytes(), 4);
+        assert!(!b.fits_pointer());
+        assert_eq!(b.push_pointer(code::PTR_SMALL_FIRST, 1, 1), None);
+        check_codes(&b);
+    }
+
+    #[test]
+    fn removing_the_middle_of_three_shifts_the_last() {
+        let mut b = Bucket::default();
+        b.push_inline(b"first-k!", b"11111111").unwrap();
+        b.push_inline(b"middle", b"2").unwrap();
+        b.push_inline(b"last-key", b"333").unwrap();
+        b.push_pointer(code::PTR_SMALL_FIRST + 1, 9, 77).unwrap();
+        b.set_chain(Some(42));
+        let (pos, _) = b.find_inline(b"middle").unwrap();
+        assert_eq!(pos, 16);
+        b.remove_inline(pos);
         assert_eq!(
-            got,
+            entries(&b),
             vec![
-                (b"abcde".to_vec(), vec![]),
-                (b"x".to_vec(), vec![]),
-                (b"abcd".to_vec(), b"e".to_vec()),
-                (b"q".to_vec(), b"12345".to_vec()),
+                (b"first-k!".to_vec(), b"11111111".to_vec()),
+                (b"last-key".to_vec(), b"333".to_vec())
             ]
         );
+        assert_eq!(b.find_inline(b"last-key"), Some((16, 3)));
+        assert_eq!(b.find_inline(b"middle"), None);
+        assert_eq!(b.pointer(9), (9, 77));
+        assert_eq!(b.chain(), Some(42));
+        check_codes(&b);
+    }
+
+    #[test]
+    fn keys_and_values_of_every_length_round_trip_in_every_position() {
+        // A prefix entry of every length puts the entry under test at every byte offset.
+        for pre in 0..=48usize {
+            for klen in 1..=20usize {
+                for vlen in 1..=(50 - pre).saturating_sub(klen).min(30) {
+                    let mut b = Bucket::default();
+                    if pre >= 2 {
+                        b.push_inline(&vec![0xaa; pre - 1], b"p").unwrap();
+                    } else if pre == 1 {
+                        continue;
+                    }
+                    let key: Vec<u8> = (0..klen as u8).map(|x| x.wrapping_mul(13) | 1).collect();
+                    let value: Vec<u8> = (0..vlen as u8).map(|x| x ^ 0x5a).collect();
+                    assert_eq!(b.push_inline(&key, &value), Some(pre));
+                    assert_eq!(b.find_inline(&key), Some((pre, vlen)));
+                    let e = b.inline_entry(pre);
+                    assert_eq!(
+                        (b.inline_key(&e), b.inline_value(&e)),
+                        (&key[..], &value[..])
+                    );
+                    check_codes(&b);
+                }
+            }
+        }
     }
 
     #[test]
     fn pointers_and_secondary_hash_collisions() {
         let mut b = Bucket::default();
         // Two pointers with the same secondary hash are both kept; the full key decides.
-        b.push_pointer(code::PTR_SMALL_FIRST, 0x1ff, POINTER_MAX)
-            .unwrap();
-        b.push_pointer(code::PTR_LARGE, 0x1ff, 12345).unwrap();
-        assert_eq!(b.pointer(0), (0x1ff, POINTER_MAX));
-        assert_eq!(b.pointer(1), (0x1ff, 12345));
-        assert_eq!(b.code(1), code::PTR_LARGE);
-        assert_eq!(b.used_slots(), 2);
+        assert_eq!(
+            b.push_pointer(code::PTR_SMALL_FIRST, 0x1ff, POINTER_MAX),
+            Some(9)
+        );
+        assert_eq!(b.push_pointer(code::PTR_LARGE, 0x1ff, 12345), Some(8));
+        assert_eq!(b.pointer(9), (0x1ff, POINTER_MAX));
+        assert_eq!(b.pointer(8), (0x1ff, 12345));
+        assert_eq!(b.code(8), code::PTR_LARGE);
+        assert_eq!(b.pointer_slots(), 2);
+        assert_eq!(b.pointer_slot_list().collect::<Vec<_>>(), vec![8, 9]);
+        check_codes(&b);
     }
 
     #[test]
@@ -544,17 +721,18 @@ mod tests {
         let mut b = Bucket::default();
         b.push_inline(b"key1", b"v").unwrap();
         b.push_pointer(4, 3, 77).unwrap();
+        b.push_pointer(5, 4, 88).unwrap();
         b.push_inline(b"longer-key", b"value!").unwrap();
         b.set_chain(Some(99));
-        b.remove(0);
-        assert_eq!(b.code(0), 4);
-        assert_eq!(b.pointer(0), (3, 77));
-        let e = b.inline_entry(1);
-        assert_eq!(b.inline_key(&e), b"longer-key");
-        assert_eq!(b.inline_value(&e), b"value!");
+        b.remove_inline(0);
+        assert_eq!(b.find_inline(b"longer-key"), Some((0, 6)));
+        b.remove_pointer(9);
+        assert_eq!((b.code(9), b.pointer(9)), (5, (4, 88)));
+        assert_eq!(b.code(8), code::EMPTY);
+        check_codes(&b);
         assert_eq!(b.chain(), Some(99));
-        b.remove(0);
-        b.remove(0);
+        b.remove_inline(0);
+        b.remove_pointer(9);
         assert!(b.is_empty());
         assert_eq!(b.bitmap(), 0);
         assert_eq!(&b.bytes[..50], &[0u8; 50][..]);
@@ -564,35 +742,51 @@ mod tests {
     }
 
     #[test]
+    fn removing_a_pointer_keeps_the_others_and_their_codes() {
+        let mut b = Bucket::default();
+        for i in 0..4u32 {
+            b.push_pointer(code::PTR_SMALL_FIRST + i as u8, i as u16, 1000 + i)
+                .unwrap();
+        }
+        // Slots 9, 8, 7, 6 hold pointers 0, 1, 2, 3; remove the one in slot 8.
+        b.remove_pointer(8);
+        let got: Vec<(u8, (u16, u32))> = b
+            .pointer_slot_list()
+            .map(|s| (b.code(s), b.pointer(s)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(6, (3, 1003)), (5, (2, 1002)), (3, (0, 1000))],
+            "{b:?}"
+        );
+        check_codes(&b);
+    }
+
+    #[test]
     fn replace_inline_value_matches_a_full_rewrite() {
-        // Every key length and value length pair that fits, at every slot, with neighbours on
-        // both sides: replacing the value must give the same bucket as writing the entry anew.
+        // Every key and value length, at several offsets, with neighbours on both sides:
+        // replacing the value in place must give the same bucket as removing and re-adding.
         for klen in 1..=20usize {
-            for old_vlen in 0..=30usize {
-                let slots = inline_slots(klen + old_vlen);
-                for first in 0..=(SLOTS - slots) {
-                    let key: Vec<u8> = (0..klen as u8).map(|b| b.wrapping_mul(7) | 1).collect();
-                    let old_v = vec![0xee; old_vlen];
-                    let mut b = Bucket::default();
-                    for _ in 0..first {
-                        b.push_inline(b"n", b"1234").unwrap();
-                    }
-                    let slot = b.push_inline(&key, &old_v).unwrap();
-                    let _ = b.push_inline(b"z", b"");
-                    for vlen in 0..=slots * SLOT_BYTES - klen {
-                        if inline_slots(klen + vlen) != slots {
-                            continue;
-                        }
-                        let v: Vec<u8> = (0..vlen as u8).map(|x| x ^ 0x5a).collect();
-                        let mut want = b;
-                        want.write_inline_at(slot, slots, &key, &v);
-                        let mut got = b;
-                        got.replace_inline_value(slot, klen, slots, &v);
-                        assert_eq!(got, want, "klen {klen} vlen {old_vlen} -> {vlen} at {slot}");
-                        let e = got.inline_entry(slot);
-                        assert_eq!(got.inline_value(&e), &v[..]);
-                    }
-                }
+            for vlen in 1..=(30usize.min(48 - klen)) {
+                let key: Vec<u8> = (0..klen as u8).map(|b| b.wrapping_mul(7) | 1).collect();
+                let mut b = Bucket::default();
+                b.push_inline(b"n", b"1").unwrap();
+                let pos = b.push_inline(&key, &vec![0xee; vlen]).unwrap();
+                let v: Vec<u8> = (0..vlen as u8).map(|x| x ^ 0x5a).collect();
+                let mut got = b;
+                got.replace_inline_value(pos, klen, &v);
+                let mut want = b;
+                want.remove_inline(pos);
+                want.push_inline(&key, &v).unwrap();
+                // Same entries (order may differ), same bytes where each lives.
+                let mut g = entries(&got);
+                let mut w = entries(&want);
+                g.sort();
+                w.sort();
+                assert_eq!(g, w, "klen {klen} vlen {vlen}");
+                assert_eq!(got.find_inline(&key), Some((pos, vlen)));
+                assert_eq!(got.find_inline(b"n"), Some((0, 1)));
+                check_codes(&got);
             }
         }
     }
@@ -608,15 +802,22 @@ mod tests {
     }
 
     #[test]
-    fn rewrite_in_place_same_slot_count() {
+    #[should_panic]
+    fn empty_values_are_never_inline() {
+        // Table::is_inline sends them to records; the bucket refuses them outright.
+        Bucket::default().push_inline(b"key", b"");
+    }
+
+    #[test]
+    fn keys_that_are_prefixes_of_others_are_told_apart() {
         let mut b = Bucket::default();
-        b.push_inline(b"k", b"aaaa").unwrap();
-        b.push_inline(b"z", b"1").unwrap();
-        b.write_inline_at(0, 1, b"k", b"bb");
-        let e = b.inline_entry(0);
-        assert_eq!(b.inline_value(&e), b"bb");
-        let e = b.inline_entry(1);
-        assert_eq!(b.inline_key(&e), b"z");
+        b.push_inline(b"ab", b"cd").unwrap();
+        b.push_inline(b"abc", b"d").unwrap();
+        b.push_inline(b"a", b"bcd").unwrap();
+        assert_eq!(b.find_inline(b"ab"), Some((0, 2)));
+        assert_eq!(b.find_inline(b"abc"), Some((4, 1)));
+        assert_eq!(b.find_inline(b"a"), Some((8, 3)));
+        assert_eq!(b.find_inline(b"abcd"), None);
     }
 }
 
@@ -641,14 +842,14 @@ mod layout_tests {
         let mut b = Bucket::default();
         b.push_inline(b"abc", b"defgh").unwrap();
         b.push_pointer(code::PTR_LARGE, 0x155, 0x2aaa_aaaa).unwrap();
-        b.push_inline(b"k", b"").unwrap();
+        b.push_inline(b"k", b"v").unwrap();
         b.set_chain(Some(POINTER_MAX));
         let m = b.meta();
         assert_eq!(b.bitmap() as u128, m & ((1 << 50) - 1));
         assert_eq!(b.codes() as u128, (m >> 50) & ((1 << 30) - 1));
         assert_eq!(b.chain(), Some(POINTER_MAX));
-        assert_eq!(b.pointer(2), (0x155, 0x2aaa_aaaa));
-        assert_eq!(b.code(2), code::PTR_LARGE);
+        assert_eq!(b.pointer(9), (0x155, 0x2aaa_aaaa));
+        assert_eq!(b.code(9), code::PTR_LARGE);
         b.set_chain(None);
         assert_eq!(b.chain(), None);
     }

@@ -27,7 +27,7 @@ pub mod record;
 use crate::arena::Arena;
 use crate::error::OpError;
 use crate::slab::{class_size_bytes, SlabAllocator, SLAB_UNIT_BYTES};
-use bucket::{code, inline_slots, Bucket, INLINE_BYTES_MAX};
+use bucket::{code, Bucket, INLINE_BYTES_MAX};
 
 /// Slab class of a chained bucket (64 bytes).
 const CHAIN_CLASS: u8 = 1;
@@ -52,7 +52,8 @@ pub struct Loc {
     pub bucket: usize,
     /// Byte offset of the bucket before it in the chain, or `NO_BUCKET` for a main bucket.
     pub prev: usize,
-    pub slot: usize,
+    /// Inline: the entry's first byte in the bucket. Record: its pointer slot.
+    pub pos: usize,
     pub kind: LocKind,
 }
 
@@ -298,8 +299,8 @@ impl Table {
         let off = self.main_bucket(h);
         let b = self.bucket(off);
         if key.len() < self.inline_threshold {
-            if let Some((slot, vlen)) = b.find_inline(key) {
-                let o = off + slot * bucket::SLOT_BYTES + key.len();
+            if let Some((pos, vlen)) = b.find_inline(key) {
+                let o = off + pos + key.len();
                 return MainProbe::Found(self.arena.slice(o, vlen));
             }
         }
@@ -330,7 +331,7 @@ impl Table {
             acc.read_bucket(off);
             let b = self.bucket(off);
             if may_inline {
-                if let Some((slot, vlen)) = b.find_inline(key) {
+                if let Some((pos, vlen)) = b.find_inline(key) {
                     let kind = LocKind::Inline {
                         klen: key.len(),
                         vlen,
@@ -338,7 +339,7 @@ impl Table {
                     return Some(Loc {
                         bucket: off,
                         prev,
-                        slot,
+                        pos,
                         kind,
                     });
                 }
@@ -416,7 +417,7 @@ impl Table {
         Some(Loc {
             bucket: off,
             prev,
-            slot,
+            pos: slot,
             kind,
         })
     }
@@ -426,7 +427,7 @@ impl Table {
     pub fn value(&self, loc: &Loc) -> &[u8] {
         match loc.kind {
             LocKind::Inline { klen, vlen } => {
-                let o = loc.bucket + loc.slot * bucket::SLOT_BYTES + klen;
+                let o = loc.bucket + loc.pos + klen;
                 self.arena.slice(o, vlen)
             }
             LocKind::Record {
@@ -439,8 +440,11 @@ impl Table {
         }
     }
 
-    fn is_inline(&self, kv_len: usize) -> bool {
-        kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
+    /// Whether a key-value is stored inline: below the threshold, and with a value (an empty
+    /// value would break the bitmap's alternation of key and value marks; see `bucket`).
+    fn is_inline(&self, klen: usize, vlen: usize) -> bool {
+        let kv_len = klen + vlen;
+        vlen > 0 && kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
     }
 
     /// Stores `value` under `key`, replacing `old` (the result of `lookup`) if present.
@@ -469,22 +473,20 @@ impl Table {
     /// when it does not.
     fn rewrite_in_place(&mut self, key: &[u8], o: &Loc, value: &[u8], acc: &mut Access) -> bool {
         let kv_len = key.len() + value.len();
-        let inline = self.is_inline(kv_len);
+        let inline = self.is_inline(key.len(), value.len());
         match o.kind {
             LocKind::Inline { klen, vlen } if inline => {
-                let old_slots = inline_slots(klen + vlen);
-                let new_slots = inline_slots(kv_len);
-                if old_slots == new_slots {
+                if vlen == value.len() {
                     // The key is the one stored there: only the value changes.
                     self.bucket_mut(o.bucket)
-                        .replace_inline_value(o.slot, klen, new_slots, value);
+                        .replace_inline_value(o.pos, klen, value);
                     acc.write(o.bucket, LINE_BYTES);
                     self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
                     return true;
                 }
                 // Same bucket if it has room once the old entry is gone.
                 let mut b = *self.bucket(o.bucket);
-                b.remove(o.slot);
+                b.remove_inline(o.pos);
                 if b.push_inline(key, value).is_none() {
                     return false;
                 }
@@ -529,8 +531,8 @@ impl Table {
         acc: &mut Access,
     ) -> Result<(), OpError> {
         let kv_len = key.len() + value.len();
-        let inline = self.is_inline(kv_len);
-        let need = if inline { inline_slots(kv_len) } else { 1 };
+        let inline = self.is_inline(key.len(), value.len());
+        let need = if inline { kv_len } else { 0 };
         let rec = if inline {
             None
         } else {
@@ -578,8 +580,8 @@ impl Table {
         Ok(())
     }
 
-    /// The first bucket of h's chain with `need` free slots, linking a new chained bucket at the
-    /// end when none has.
+    /// The first bucket of h's chain with room for an inline key-value of `need` bytes (0: for a
+    /// pointer slot), linking a new chained bucket at the end when none has.
     fn bucket_with_room(
         &mut self,
         h: u64,
@@ -590,7 +592,12 @@ impl Table {
         loop {
             acc.read(off, LINE_BYTES);
             let b = self.bucket(off);
-            if b.free_slots() >= need {
+            let room = if need == 0 {
+                b.fits_pointer()
+            } else {
+                b.fits_inline(need)
+            };
+            if room {
                 return Ok(off);
             }
             match b.chain() {
@@ -611,9 +618,9 @@ impl Table {
     /// the bucket.
     pub fn remove(&mut self, loc: &Loc, acc: &mut Access) {
         let mut b = *self.bucket(loc.bucket);
-        b.remove(loc.slot);
         let kv_len = match loc.kind {
             LocKind::Inline { klen, vlen } => {
+                b.remove_inline(loc.pos);
                 self.counts.inline_keys -= 1;
                 klen + vlen
             }
@@ -624,6 +631,7 @@ impl Table {
                 vlen,
                 ..
             } => {
+                b.remove_pointer(loc.pos);
                 self.slab.free((rec / SLAB_UNIT_BYTES) as u32, class);
                 klen + vlen
             }
@@ -668,18 +676,17 @@ impl Table {
             let mut off = i * LINE_BYTES;
             loop {
                 let b = self.bucket(off);
-                for s in b.entry_starts() {
-                    let c = b.code(s);
-                    if c == code::INLINE_START {
-                        let e = b.inline_entry(s);
-                        f(b.inline_key(&e), b.inline_value(&e));
-                    } else {
-                        let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;
-                        let h =
-                            record::decode(c, self.arena.slice(rec, record::LARGE_HEADER_BYTES));
-                        let kv = self.arena.slice(rec + h.header, h.klen + h.vlen);
-                        f(&kv[..h.klen], &kv[h.klen..]);
-                    }
+                for e in b.inline_entries() {
+                    f(b.inline_key(&e), b.inline_value(&e));
+                }
+                for s in b.pointer_slot_list() {
+                    let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;
+                    let h = record::decode(
+                        b.code(s),
+                        self.arena.slice(rec, record::LARGE_HEADER_BYTES),
+                    );
+                    let kv = self.arena.slice(rec + h.header, h.klen + h.vlen);
+                    f(&kv[..h.klen], &kv[h.klen..]);
                 }
                 match b.chain() {
                     Some(p) => off = p as usize * SLAB_UNIT_BYTES,
