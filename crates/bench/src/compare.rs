@@ -34,7 +34,7 @@ use crate::workload::{WorkloadKind, WorkloadSpec};
 pub const LOAD_CPU: usize = 0;
 pub const SERVER_CPU: usize = 1;
 /// The smallest arena directkv is started with, bytes.
-pub const DIRECTKV_MEMORY_MIN_BYTES: u64 = 64 << 20;
+pub const DIRECTKV_MEMORY_MIN_BYTES: u64 = 16 << 20;
 /// memcached's item memory per key, bytes, when sizing `-m` (its item header is about 50 bytes
 /// plus key and value, rounded up to a slab class; four times that leaves ample room).
 const MEMCACHED_BYTES_PER_KEY_BUDGET: u64 = 256;
@@ -246,7 +246,9 @@ fn start(
     match kind {
         TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
             let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
-            ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), cpu)
+            let kv = args.shape.key_size + args.shape.value_size;
+            let u = args.utilization.min(0.95);
+            ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), kv, u, cpu)
         }
         TargetKind::Redis => ServerProcess::redis(cpu),
         TargetKind::Memcached => {

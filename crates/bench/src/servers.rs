@@ -43,7 +43,16 @@ impl ServerProcess {
     }
 
     /// `directkv serve` from `exe` with one shard and `memory` (a size like "256M").
-    pub fn directkv(exe: &Path, memory: &str, cpu: Option<usize>) -> Result<ServerProcess, String> {
+    /// directkv with one shard of `memory` bytes, tuned for `kv_size`-byte pairs at
+    /// `utilization`.
+    pub fn directkv(
+        exe: &Path,
+        memory: &str,
+        kv_size: usize,
+        utilization: f64,
+        cpu: Option<usize>,
+    ) -> Result<ServerProcess, String> {
+        let (kv_size, utilization) = (kv_size.to_string(), utilization.to_string());
         let args: Vec<String> = [
             "serve",
             "--port",
@@ -54,6 +63,10 @@ impl ServerProcess {
             "1",
             "--memory",
             memory,
+            "--kv-size",
+            &kv_size,
+            "--utilization",
+            &utilization,
         ]
         .iter()
         .map(|s| s.to_string())

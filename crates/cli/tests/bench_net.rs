@@ -37,7 +37,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn directkv() -> ServerProcess {
-    ServerProcess::directkv(Path::new(EXE), "64M", None).expect("directkv serve starts")
+    ServerProcess::directkv(Path::new(EXE), "64M", 32, 0.5, None).expect("directkv serve starts")
 }
 
 /// The server, or `None` after a loud message when its program is not installed.
