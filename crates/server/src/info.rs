@@ -44,13 +44,14 @@ pub async fn info(ctx: &ShardCtx) -> String {
     let o = &st.ocsm;
     let _ = write!(
         s,
-        "\r\n# Forwarding\r\nforwarded_batches:{}\r\nforwarded_ops:{}\r\n\r\n# OCSM\r\nocsm_datagrams:{}\r\nocsm_messages:{}\r\nocsm_errors:{}\r\nocsm_bursts:{}\r\n",
+        "\r\n# Forwarding\r\nforwarded_batches:{}\r\nforwarded_ops:{}\r\n\r\n# OCSM\r\nocsm_datagrams:{}\r\nocsm_messages:{}\r\nocsm_errors:{}\r\nocsm_bursts:{}\r\nocsm_segmented_sends:{}\r\n",
         st.forwarded_batches.load(Ordering::Relaxed),
         st.forwarded_ops.load(Ordering::Relaxed),
         o.datagrams.load(Ordering::Relaxed),
         o.messages.load(Ordering::Relaxed),
         o.errors.load(Ordering::Relaxed),
-        o.bursts.load(Ordering::Relaxed)
+        o.bursts.load(Ordering::Relaxed),
+        o.segmented_sends.load(Ordering::Relaxed)
     );
     s
 }

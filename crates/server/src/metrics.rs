@@ -70,7 +70,7 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
     let mut s = String::new();
     // Server-wide values: one line each, read from the shared atomic counters.
     let o = &stats.ocsm;
-    let globals: [(&str, &str, &str, u64); 9] = [
+    let globals: [(&str, &str, &str, u64); 10] = [
         (
             "directkv_connections",
             "gauge",
@@ -124,6 +124,12 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
             "counter",
             "recvmmsg bursts (batched path).",
             o.bursts.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_ocsm_segmented_sends_total",
+            "counter",
+            "Segmented (UDP GSO) sends of several replies to one sender (batched paths).",
+            o.segmented_sends.load(Ordering::Relaxed),
         ),
     ];
     for (name, kind, help, v) in globals {

@@ -50,6 +50,9 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::plan::Pending;
+use mmsg::{enable_gro, MmsgRecv, MmsgSend};
+
+mod mmsg;
 use crate::shard::{Job, ServerStats, ShardCtx};
 use crate::udp::execute_blocking;
 
@@ -100,6 +103,8 @@ pub struct OcsmStats {
     pub errors: AtomicU64,
     /// Bursts the batched path received (datagrams / bursts = mean burst size).
     pub bursts: AtomicU64,
+    /// Segmented (GSO) sends of the batched paths, each several replies to one sender.
+    pub segmented_sends: AtomicU64,
 }
 
 /// What the OCSM thread needs besides its socket.
@@ -127,8 +132,10 @@ pub fn serve_thread(s: OcsmSpawn) {
 fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
     let fd = s.sock.as_raw_fd();
     let n_max = s.burst_datagrams_max.max(1);
-    let mut rx = MmsgRecv::new(n_max, s.limits.datagram_bytes_max + 1);
-    let mut tx = MmsgSend::new(n_max);
+    let gro = enable_gro(fd);
+    let mut rx = MmsgRecv::new(n_max);
+    let mut tx = MmsgSend::new(true);
+    tracing::debug!(gro, "OCSM batched path");
     while !*s.stop.borrow() {
         // Blocks for the first datagram (up to the read timeout), then takes what is waiting.
         let n = match rx.recv(fd, libc::MSG_WAITFORONE) {
@@ -139,7 +146,11 @@ fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
         let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
         burst.answer_blocking(&datagrams, &s.peers);
         drop(datagrams);
-        tx.prepare(&burst, &rx, n);
+        tx.prepare(&rx, n, |i| burst.reply(i));
+        s.stats
+            .ocsm
+            .segmented_sends
+            .fetch_add(tx.segmented() as u64, Ordering::Relaxed);
         // A blocking socket: sendmmsg waits for send-buffer room itself.
         tx.send_some(fd, 0);
     }
@@ -156,78 +167,6 @@ fn plain(s: &OcsmSpawn, mut burst: Burst) {
         if let Some(r) = burst.reply(0) {
             let _ = s.sock.send_to(r, from);
         }
-    }
-}
-
-/// The preallocated receive side of `recvmmsg`: buffers, addresses and headers, wired to each
-/// other once (the vectors never grow, so the pointers stay valid).
-struct MmsgRecv {
-    bufs: Vec<u8>,
-    buf_len: usize,
-    addrs: Vec<libc::sockaddr_storage>,
-    iovs: Vec<libc::iovec>,
-    hdrs: Vec<libc::mmsghdr>,
-}
-
-impl MmsgRecv {
-    fn new(burst: usize, buf_len: usize) -> Box<MmsgRecv> {
-        // SAFETY: sockaddr_storage and mmsghdr are plain C data for which all-zero is valid.
-        let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut m = Box::new(MmsgRecv {
-            bufs: vec![0u8; burst * buf_len],
-            buf_len,
-            addrs: vec![zero_addr; burst],
-            iovs: Vec::with_capacity(burst),
-            hdrs: Vec::with_capacity(burst),
-        });
-        for i in 0..burst {
-            let base = m.bufs[i * buf_len..].as_mut_ptr();
-            m.iovs.push(libc::iovec {
-                iov_base: base.cast(),
-                iov_len: buf_len,
-            });
-        }
-        for i in 0..burst {
-            // SAFETY: as above, all-zero is a valid mmsghdr.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_name = (&mut m.addrs[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            h.msg_hdr.msg_iov = &mut m.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            m.hdrs.push(h);
-        }
-        m
-    }
-
-    /// Receives up to a burst: what is waiting (`MSG_DONTWAIT`: `WouldBlock` if nothing), or
-    /// blocking for the first datagram (`MSG_WAITFORONE`, up to the socket's read timeout).
-    fn recv(&mut self, fd: i32, flags: i32) -> std::io::Result<usize> {
-        for h in &mut self.hdrs {
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            h.msg_len = 0;
-        }
-        // SAFETY: every header points at its own iovec, buffer and address in `self`, which
-        // outlive the call and are not moved (the vectors were sized at creation); the kernel
-        // writes at most `buf_len` bytes per buffer and `msg_namelen` bytes per address.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.hdrs.as_mut_ptr(),
-                self.hdrs.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-
-    fn datagram(&self, i: usize) -> &[u8] {
-        let len = (self.hdrs[i].msg_len as usize).min(self.buf_len);
-        &self.bufs[i * self.buf_len..i * self.buf_len + len]
     }
 }
 
@@ -256,8 +195,9 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
     };
     let n_max = burst_datagrams_max.max(1);
     let mut burst = Burst::new(ctx.shards(), limits, stats.clone());
-    let mut rx = MmsgRecv::new(n_max, limits.datagram_bytes_max + 1);
-    let mut tx = MmsgSend::new(n_max);
+    enable_gro(fd);
+    let mut rx = MmsgRecv::new(n_max);
+    let mut tx = MmsgSend::new(true);
     loop {
         tokio::select! {
             r = sock.readable() => if r.is_err() { return },
@@ -275,7 +215,11 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
         let results = execute_in_shard(&ctx, &mut burst.pending).await;
         burst.encode_all(&datagrams, &results);
         drop(datagrams);
-        tx.prepare(&burst, &rx, n);
+        tx.prepare(&rx, n, |i| burst.reply(i));
+        stats
+            .ocsm
+            .segmented_sends
+            .fetch_add(tx.segmented() as u64, Ordering::Relaxed);
         // A full send buffer makes the burst wait for room rather than drop its replies.
         while !tx.send_some(fd, libc::MSG_DONTWAIT) {
             if sock.writable().await.is_err() {
@@ -314,78 +258,6 @@ async fn execute_in_shard(ctx: &ShardCtx, p: &mut Pending) -> Vec<Option<Results
         }
     }
     out
-}
-
-/// `sendmmsg` headers, reused across bursts.
-struct MmsgSend {
-    iovs: Vec<libc::iovec>,
-    hdrs: Vec<libc::mmsghdr>,
-    /// Replies of the current burst already sent.
-    sent: usize,
-}
-
-impl MmsgSend {
-    fn new(burst: usize) -> MmsgSend {
-        MmsgSend {
-            iovs: Vec::with_capacity(burst),
-            hdrs: Vec::with_capacity(burst),
-            sent: 0,
-        }
-    }
-
-    /// Points the headers at the replies to the first `n` datagrams of `rx` (those that get
-    /// one), each addressed to its sender.
-    fn prepare(&mut self, burst: &Burst, rx: &MmsgRecv, n: usize) {
-        self.iovs.clear();
-        self.hdrs.clear();
-        self.sent = 0;
-        for i in 0..n {
-            let Some(r) = burst.reply(i) else { continue };
-            self.iovs.push(libc::iovec {
-                iov_base: r.as_ptr() as *mut libc::c_void,
-                iov_len: r.len(),
-            });
-            // SAFETY: all-zero is a valid mmsghdr.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_name = rx.hdrs[i].msg_hdr.msg_name;
-            h.msg_hdr.msg_namelen = rx.hdrs[i].msg_hdr.msg_namelen;
-            self.hdrs.push(h);
-        }
-        // The iovec vector is complete and will not move now: point the headers at it.
-        for (h, iov) in self.hdrs.iter_mut().zip(self.iovs.iter_mut()) {
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-        }
-    }
-
-    /// Sends what is left of the prepared replies; false if the socket's send buffer is full
-    /// (wait for writability and call again). Other refusals drop that one reply, as the
-    /// network might.
-    fn send_some(&mut self, fd: i32, flags: i32) -> bool {
-        while self.sent < self.hdrs.len() {
-            // SAFETY: the headers point at iovecs over the burst's reply buffer and at
-            // addresses in the receive side, all alive and unchanged since `prepare` (the
-            // caller neither receives nor plans until every reply is sent).
-            let k = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    self.hdrs[self.sent..].as_mut_ptr(),
-                    (self.hdrs.len() - self.sent) as u32,
-                    flags,
-                )
-            };
-            if k > 0 {
-                self.sent += k as usize;
-                continue;
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                return false;
-            }
-            self.sent += 1;
-        }
-        true
-    }
 }
 
 /// One burst of datagrams planned, executed and answered; reused for every burst.

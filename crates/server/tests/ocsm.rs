@@ -333,3 +333,75 @@ fn ocsm_can_be_turned_off_and_defaults_follow_an_ephemeral_port() {
     let c = ServerConfig::from_toml("ocsm_path = \"batched\"\nocsm_port = 9999\n").unwrap();
     assert_eq!((c.ocsm_path, c.ocsm_port), (OcsmPath::Batched, Some(9999)));
 }
+
+/// Sends `datagrams` (all but the last of one length) as one segmented send (UDP GSO): the
+/// kernel cuts it into separate datagrams, or hands it whole to a receiver with UDP_GRO on.
+fn send_segmented(s: &UdpSocket, datagrams: &[Vec<u8>]) {
+    use std::os::fd::AsRawFd;
+    let seg: libc::c_int = datagrams[0].len() as libc::c_int;
+    // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            (&seg as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        )
+    };
+    assert_eq!(r, 0, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
+    s.send(&datagrams.concat()).expect("a segmented send");
+}
+
+#[test]
+fn segmented_bursts_are_answered_datagram_by_datagram_no_larger_than_each_request() {
+    for path in PATHS {
+        let srv = start(path, 2);
+        let s = socket(&srv);
+        let load: Vec<([u8; 12], &[u8], Opcode)> = (0..45)
+            .map(|i| (key(i), &b"value-of-key"[..], Opcode::Insert))
+            .collect();
+        exchange(&s, &datagram(0, MessageSize::B32, Kind::Update, &load));
+        let search: Vec<([u8; 12], &[u8], Opcode)> = (0..45)
+            .map(|i| (key(i), &b""[..], Opcode::Search))
+            .collect();
+        // 20 full datagrams and a shorter last one (10 messages), in one send.
+        let mut reqs: Vec<Vec<u8>> = (1..=20)
+            .map(|q| datagram(q, MessageSize::B32, Kind::Search, &search))
+            .collect();
+        reqs.push(datagram(21, MessageSize::B32, Kind::Search, &search[..10]));
+        send_segmented(&s, &reqs);
+        let mut seen = Vec::new();
+        for _ in 0..reqs.len() {
+            let mut buf = [0u8; 65536];
+            let n = s.recv(&mut buf).expect("every datagram answered");
+            let Response::Messages(d) = decode_response(&buf[..n], &OcsmLimits::DEFAULT).unwrap()
+            else {
+                panic!("error reply")
+            };
+            let q = d.header.sequence as usize;
+            assert!(
+                n <= reqs[q - 1].len(),
+                "{path:?}: reply {n} B to a {} B request",
+                reqs[q - 1].len()
+            );
+            let want = if q == 21 { 10 } else { 45 };
+            assert_eq!(d.messages().count(), want);
+            assert!(d
+                .messages()
+                .all(|m| m.status() == Some(Status::Ok) && m.value_head == b"value-of-key"));
+            seen.push(q);
+        }
+        seen.sort();
+        assert_eq!(seen, (1..=21).collect::<Vec<_>>(), "{path:?}");
+        let st = srv.ocsm_stats();
+        assert_eq!(st.datagrams.load(Ordering::Relaxed), 22, "{path:?}");
+        let segmented = st.segmented_sends.load(Ordering::Relaxed);
+        if path == OcsmPath::Plain {
+            assert_eq!(segmented, 0);
+        } else {
+            assert!(segmented >= 1, "{path:?}: replies were not sent segmented");
+        }
+        srv.stop();
+    }
+}
