@@ -535,6 +535,16 @@ pub fn encode_message(size: MessageSize, m: &MessageOut<'_>, out: &mut Vec<u8>) 
     let u = size.unit_bytes();
     let start = out.len();
     let head = size.value_head_bytes().min(m.value.len());
+    if length == 1 {
+        // The common case, one unit: assembled on the stack and appended with one copy.
+        let mut unit = [0u8; 64];
+        unit[..KEY_BYTES].copy_from_slice(&m.key);
+        unit[KEY_BYTES..KEY_BYTES + head].copy_from_slice(&m.value[..head]);
+        unit[u - 8..u - 4].copy_from_slice(&m.sequence.to_le_bytes());
+        unit[u - 4..u].copy_from_slice(&[length, m.source, m.destination, m.opcode]);
+        out.extend_from_slice(&unit[..u]);
+        return Some(u);
+    }
     out.extend_from_slice(&m.key);
     out.extend_from_slice(&m.value[..head]);
     out.resize(start + u - 8, 0);
