@@ -542,7 +542,11 @@ pub fn encode_message(size: MessageSize, m: &MessageOut<'_>, out: &mut Vec<u8>) 
         unit[KEY_BYTES..KEY_BYTES + head].copy_from_slice(&m.value[..head]);
         unit[u - 8..u - 4].copy_from_slice(&m.sequence.to_le_bytes());
         unit[u - 4..u].copy_from_slice(&[length, m.source, m.destination, m.opcode]);
-        out.extend_from_slice(&unit[..u]);
+        // Constant lengths, so the copy is a few moves rather than a call.
+        match size {
+            MessageSize::B32 => out.extend_from_slice(&unit[..32]),
+            MessageSize::B64 => out.extend_from_slice(&unit),
+        }
         return Some(u);
     }
     out.extend_from_slice(&m.key);
