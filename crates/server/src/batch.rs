@@ -85,6 +85,9 @@ impl OwnedBatch {
 /// multiply-shift (the engine uses bits 0..51 for bucket, secondary hash and reservation
 /// station, so the choices are independent).
 pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
     let h = directkv_engine::key_hash(key);
     (((h >> 52) as usize) * shards) >> 12
 }
