@@ -171,6 +171,17 @@ impl Marks {
     fn vlen_after(&self, key_end: usize) -> usize {
         (self.value_ends >> (key_end + 1)).trailing_zeros() as usize + 1
     }
+
+    /// The entry starting at byte `pos` (which must be an entry start).
+    #[inline(always)]
+    fn entry(&self, pos: usize) -> InlineEntry {
+        let key_end = pos + (self.key_ends >> pos).trailing_zeros() as usize;
+        InlineEntry {
+            pos,
+            klen: key_end - pos + 1,
+            vlen: self.vlen_after(key_end),
+        }
+    }
 }
 
 impl Default for Bucket {
@@ -321,12 +332,7 @@ impl Bucket {
     pub fn inline_entry(&self, pos: usize) -> InlineEntry {
         let m = Marks::of(self.bitmap());
         debug_assert!(m.starts >> pos & 1 == 1, "no entry starts at byte {pos}");
-        let key_end = pos + (m.key_ends >> pos).trailing_zeros() as usize;
-        InlineEntry {
-            pos,
-            klen: key_end - pos + 1,
-            vlen: m.vlen_after(key_end),
-        }
+        m.entry(pos)
     }
 
     /// Finds the inline entry whose key is `key`: (byte position, value length). The hot path
@@ -362,12 +368,7 @@ impl Bucket {
             }
             let pos = starts.trailing_zeros() as usize;
             starts &= starts - 1;
-            let key_end = pos + (m.key_ends >> pos).trailing_zeros() as usize;
-            Some(InlineEntry {
-                pos,
-                klen: key_end - pos + 1,
-                vlen: m.vlen_after(key_end),
-            })
+            Some(m.entry(pos))
         })
     }
 
