@@ -273,6 +273,8 @@ impl Header {
 /// bytes), `value_tail` the `(length - 1)` extra units; both borrow the datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message<'a> {
+    /// The fixed unit as on the wire (`unit_bytes` long; the fields below are read from it).
+    pub unit: &'a [u8],
     pub key: &'a [u8; KEY_BYTES],
     pub value_head: &'a [u8],
     pub value_tail: &'a [u8],
@@ -304,6 +306,48 @@ impl Message<'_> {
     pub fn value_into(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.value_head);
         out.extend_from_slice(self.value_tail);
+    }
+
+    /// Appends the reply to this request message: its key and sequence, source and
+    /// destination swapped, `status` in the opcode byte, and `value` (empty for updates)
+    /// zero-padded to at least `length` units. `None` (nothing written) if the value needs
+    /// more than 255 units. Same bytes as [`encode_message`] with those fields; the one-unit
+    /// case copies the request's unit and patches it (no field-by-field assembly).
+    pub fn encode_reply(
+        &self,
+        size: MessageSize,
+        status: Status,
+        value: &[u8],
+        length: u8,
+        out: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let u = size.unit_bytes();
+        if value.len() <= size.value_head_bytes() && length <= 1 && self.unit.len() == u {
+            let start = out.len();
+            out.extend_from_slice(self.unit);
+            let w = &mut out[start..];
+            let end = KEY_BYTES + value.len();
+            w[KEY_BYTES..end].copy_from_slice(value);
+            w[end..u - 8].fill(0);
+            w[u - 4] = 1;
+            w[u - 3] = self.destination;
+            w[u - 2] = self.source;
+            w[u - 1] = status as u8;
+            return Some(u);
+        }
+        encode_message(
+            size,
+            &MessageOut {
+                key: *self.key,
+                value,
+                sequence: self.sequence,
+                length,
+                source: self.destination,
+                destination: self.source,
+                opcode: status as u8,
+            },
+            out,
+        )
     }
 }
 
@@ -409,6 +453,7 @@ pub fn decode_message(
     let key: &[u8; KEY_BYTES] = fixed[..KEY_BYTES].try_into().expect("12 bytes");
     Ok(Some((
         Message {
+            unit: fixed,
             key,
             value_head: &fixed[KEY_BYTES..u - 8],
             value_tail: &whole[u..],

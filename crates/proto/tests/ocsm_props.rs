@@ -2,8 +2,8 @@
 //! fields, and any byte string either decodes or fails with a code, never a panic.
 
 use directkv_proto::ocsm::{
-    decode_request, decode_response, encode_header, encode_message, Header, Kind, MessageOut,
-    MessageSize, OcsmLimits, Opcode,
+    decode_message, decode_request, decode_response, encode_header, encode_message, Header, Kind,
+    MessageOut, MessageSize, OcsmLimits, Opcode, Status,
 };
 use proptest::prelude::*;
 
@@ -84,6 +84,36 @@ proptest! {
             prop_assert!(v[want.value.len()..].iter().all(|&b| b == 0));
         }
         prop_assert_eq!(n, msgs.len());
+    }
+
+    /// The server's reply encoder (which patches a copy of the request's unit when the reply
+    /// fits one unit) writes the same bytes as `encode_message` given the reply's fields.
+    #[test]
+    fn encode_reply_matches_encode_message(
+        big in any::<bool>(),
+        req in msg(false),
+        reply_value in proptest::collection::vec(any::<u8>(), 0..100),
+        length in 0u8..4,
+        status in proptest::sample::select(vec![
+            Status::Ok, Status::NotFound, Status::Exists, Status::Truncated, Status::Failed,
+        ]),
+    ) {
+        let size = if big { MessageSize::B64 } else { MessageSize::B32 };
+        let mut wire = Vec::new();
+        encode_message(size, &MessageOut {
+            key: req.key, value: &req.value, sequence: req.sequence, length: req.length,
+            source: 3, destination: 4, opcode: req.op,
+        }, &mut wire).unwrap();
+        let (m, _) = decode_message(&wire, size).unwrap().unwrap();
+        let mut got = vec![0xEE];
+        let n = m.encode_reply(size, status, &reply_value, length, &mut got);
+        let mut want = vec![0xEE];
+        let w = encode_message(size, &MessageOut {
+            key: req.key, value: &reply_value, sequence: req.sequence, length,
+            source: 4, destination: 3, opcode: status as u8,
+        }, &mut want);
+        prop_assert_eq!(n, w);
+        prop_assert_eq!(got, want);
     }
 
     #[test]

@@ -11,14 +11,14 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use directkv_engine::{Results, Status};
+use directkv_engine::Status;
 use directkv_proto::resp::{self, Args, Parse, RespLimits, RespWriter, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
 use crate::cmd::{self, Planned, Session};
-use crate::plan::{Outcome, Pending, Recipe};
+use crate::plan::{Pending, Recipe};
 use crate::shard::{count_connection, Job, ShardCtx};
 
 const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -224,50 +224,44 @@ async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
     if p.is_empty() {
         return;
     }
-    let outcome = execute(ctx, p).await;
-    render(p, &outcome, v, out);
+    execute(ctx, p).await;
+    render(p, v, out);
 }
 
-/// Executes the pending operations: the local shard's directly, the others' over their queues.
-pub(crate) async fn execute(ctx: &ShardCtx, p: &mut Pending) -> Outcome {
-    let shards = ctx.shards();
-    let mut per_shard: Vec<Option<Results>> = (0..shards).map(|_| None).collect();
+/// Executes the pending operations: the local shard's directly, the others' over their queues
+/// (sent first, so they run while the local one does). Results land in `p.results`.
+pub(crate) async fn execute(ctx: &ShardCtx, p: &mut Pending) {
     let mut waits = Vec::new();
-    for s in 0..shards {
+    for s in 0..ctx.shards() {
         if p.batches[s].is_empty() || s == ctx.id {
             continue;
         }
         let (tx, rx) = oneshot::channel();
-        let batch = std::mem::take(&mut p.batches[s]);
+        let (batch, results) = p.take_for_execution(s);
         ctx.stats.forwarded_batches.fetch_add(1, Ordering::Relaxed);
         ctx.stats
             .forwarded_ops
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        if ctx.peers[s]
-            .send(Job::Execute { batch, reply: tx })
-            .await
-            .is_ok()
-        {
+        let job = Job::Execute {
+            batch,
+            results,
+            reply: tx,
+        };
+        if ctx.peers[s].send(job).await.is_ok() {
             waits.push((s, rx));
         }
     }
     if !p.batches[ctx.id].is_empty() {
-        let mut r = Results::default();
-        ctx.engine
-            .borrow_mut()
-            .execute(&p.batches[ctx.id].ops(), &mut r);
-        per_shard[ctx.id] = Some(r);
+        p.execute_local(ctx.id, &mut ctx.engine.borrow_mut());
     }
     for (s, rx) in waits {
         if let Ok((batch, r)) = rx.await {
-            p.batches[s] = batch;
-            per_shard[s] = Some(r);
+            p.executed(s, batch, r);
         }
     }
-    Outcome { per_shard }
 }
 
-fn render(p: &Pending, o: &Outcome, v: Version, out: &mut Vec<u8>) {
+fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
     for r in &p.recipes {
         if let Recipe::Immediate { start, end } = *r {
             out.extend_from_slice(&p.immediate[start..end]);
@@ -276,66 +270,66 @@ fn render(p: &Pending, o: &Outcome, v: Version, out: &mut Vec<u8>) {
         let mut w = RespWriter::new(out, v);
         match *r {
             Recipe::Immediate { .. } => unreachable!("written above"),
-            Recipe::Ok { op } => match o.get(p, op).0 {
+            Recipe::Ok { op } => match p.result(op).0 {
                 Status::Error(e) => w.error(&cmd::op_error_text(&e)),
                 _ => w.simple("OK"),
             },
-            Recipe::Bulk { op } | Recipe::Data { op } => match o.get(p, op) {
+            Recipe::Bulk { op } | Recipe::Data { op } => match p.result(op) {
                 (Status::Ok, d) => w.bulk(d),
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.null(),
             },
-            Recipe::OkOrNull { op } => match o.get(p, op).0 {
+            Recipe::OkOrNull { op } => match p.result(op).0 {
                 Status::Ok => w.simple("OK"),
                 Status::Error(e) => w.error(&cmd::op_error_text(&e)),
                 _ => w.null(),
             },
             Recipe::CountFound { first, n } => {
                 let found = (first..first + n)
-                    .filter(|&i| o.get(p, i).0 == Status::Ok)
+                    .filter(|&i| p.result(i).0 == Status::Ok)
                     .count();
                 w.integer(found as i64)
             }
             Recipe::Values { first, n } => {
                 w.array_len(n);
                 for i in first..first + n {
-                    match o.get(p, i) {
+                    match p.result(i) {
                         (Status::Ok, d) => w.bulk(d),
                         _ => w.null(),
                     }
                 }
             }
             Recipe::AllOk { first, n } => match (first..first + n)
-                .map(|i| o.get(p, i).0)
+                .map(|i| p.result(i).0)
                 .find(|s| matches!(s, Status::Error(_)))
             {
                 Some(Status::Error(e)) => w.error(&cmd::op_error_text(&e)),
                 _ => w.simple("OK"),
             },
-            Recipe::DecimalInt { op } => match o.get(p, op) {
+            Recipe::DecimalInt { op } => match p.result(op) {
                 (Status::Ok, d) => w.integer(cmd::parse_int(d).unwrap_or(0)),
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.null(),
             },
-            Recipe::U64 { op } => match o.get(p, op) {
+            Recipe::U64 { op } => match p.result(op) {
                 (Status::Ok, d) if d.len() == 8 => {
                     w.integer(u64::from_le_bytes(d.try_into().expect("8 bytes")) as i64)
                 }
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.integer(0),
             },
-            Recipe::Len { op } => match o.get(p, op) {
+            Recipe::Len { op } => match p.result(op) {
                 (Status::Ok, d) => w.integer(d.len() as i64),
                 _ => w.integer(0),
             },
-            Recipe::Number { op, elem } => match o.get(p, op) {
+            Recipe::Number { op, elem } => match p.result(op) {
                 (Status::Ok, d) if d.len() == elem.width() => {
                     w.bulk(cmd::dkv::decode_number(elem, d).as_bytes())
                 }
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.null(),
             },
-            Recipe::Numbers { op, elem } => match o.get(p, op) {
+            Recipe::Numbers { op, elem } => match p.result(op) {
                 (Status::Ok, d) if d.len() % elem.width() == 0 => {
                     w.array_len(d.len() / elem.width());
                     for e in d.chunks_exact(elem.width()) {
@@ -347,7 +341,7 @@ fn render(p: &Pending, o: &Outcome, v: Version, out: &mut Vec<u8>) {
                 _ => w.null_array(),
             },
             Recipe::Cas { op } => {
-                let (st, d) = o.get(p, op);
+                let (st, d) = p.result(op);
                 if let Status::Error(e) = st {
                     w.error(&cmd::op_error_text(&e));
                 } else {

@@ -130,13 +130,13 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
                             for op in batch.iter() {
                                 slots.push(plan_op(&mut pending, &op));
                             }
-                            let outcome = crate::conn::execute(ctx, &mut pending).await;
+                            crate::conn::execute(ctx, &mut pending).await;
                             let results: Vec<ResponseOp> = slots
                                 .iter()
                                 .map(|slot| match *slot {
                                     Slot::Failed(status) => ResponseOp { status, data: &[] },
                                     Slot::Planned(i) => {
-                                        let (st, data) = outcome.get(&pending, i);
+                                        let (st, data) = pending.result(i);
                                         ResponseOp {
                                             status: st.code(),
                                             data,

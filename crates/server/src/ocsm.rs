@@ -41,13 +41,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use directkv_engine::{Op, Results, Status as EngineStatus};
+use directkv_engine::{Op, Status as EngineStatus};
 use directkv_proto::ocsm::{
-    decode_request, encode_error, encode_header, encode_message, ErrorCode, Header, MessageOut,
-    OcsmLimits, Opcode, Status,
+    decode_message, decode_request, encode_error, encode_header, ErrorCode, Header, OcsmLimits,
+    Opcode, Status, HEADER_BYTES,
 };
 use serde::Deserialize;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::plan::Pending;
 use mmsg::{enable_gro, MmsgRecv, MmsgSend};
@@ -143,9 +143,7 @@ fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
             _ => continue,
         };
         s.stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
-        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
-        burst.answer_blocking(&datagrams, &s.peers);
-        drop(datagrams);
+        burst.answer_blocking(&*rx, &s.peers);
         tx.prepare(&rx, n, |i| burst.reply(i));
         s.stats
             .ocsm
@@ -163,7 +161,7 @@ fn plain(s: &OcsmSpawn, mut burst: Burst) {
         let Ok((n, from)) = s.sock.recv_from(&mut buf) else {
             continue;
         };
-        burst.answer_blocking(&[&buf[..n]], &s.peers);
+        burst.answer_blocking(&buf[..n], &s.peers);
         if let Some(r) = burst.reply(0) {
             let _ = s.sock.send_to(r, from);
         }
@@ -210,11 +208,9 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
             Err(_) => continue,
         };
         stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
-        let datagrams: Vec<&[u8]> = (0..n).map(|i| rx.datagram(i)).collect();
-        burst.plan_all(&datagrams);
-        let results = execute_in_shard(&ctx, &mut burst.pending).await;
-        burst.encode_all(&datagrams, &results);
-        drop(datagrams);
+        burst.plan_all(&*rx);
+        crate::conn::execute(&ctx, &mut burst.pending).await;
+        burst.encode_all(&*rx);
         tx.prepare(&rx, n, |i| burst.reply(i));
         stats
             .ocsm
@@ -229,36 +225,34 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
     }
 }
 
-/// Runs a burst's per-shard batches: this shard's on its engine, the others over their queues
-/// (sent first, so they run while this one does).
-async fn execute_in_shard(ctx: &ShardCtx, p: &mut Pending) -> Vec<Option<Results>> {
-    let mut out: Vec<Option<Results>> = (0..ctx.shards()).map(|_| None).collect();
-    let mut waits = Vec::new();
-    for (s, peer) in ctx.peers.iter().enumerate() {
-        if s == ctx.id || p.batches[s].is_empty() {
-            continue;
-        }
-        let (tx, rx) = oneshot::channel();
-        let batch = std::mem::take(&mut p.batches[s]);
-        if peer.send(Job::Execute { batch, reply: tx }).await.is_ok() {
-            waits.push((s, rx));
-        }
-    }
-    if !p.batches[ctx.id].is_empty() {
-        let mut r = Results::default();
-        ctx.engine
-            .borrow_mut()
-            .execute(&p.batches[ctx.id].ops(), &mut r);
-        out[ctx.id] = Some(r);
-    }
-    for (s, rx) in waits {
-        if let Ok((batch, r)) = rx.await {
-            p.batches[s] = batch;
-            out[s] = Some(r);
-        }
-    }
-    out
+/// The datagrams of one burst (the receive buffers of `recvmmsg`, or one `recv_from` buffer).
+trait Datagrams {
+    fn count(&self) -> usize;
+    fn datagram(&self, i: usize) -> &[u8];
 }
+
+impl Datagrams for MmsgRecv {
+    fn count(&self) -> usize {
+        self.received()
+    }
+
+    fn datagram(&self, i: usize) -> &[u8] {
+        MmsgRecv::datagram(self, i)
+    }
+}
+
+impl Datagrams for [u8] {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn datagram(&self, _: usize) -> &[u8] {
+        self
+    }
+}
+
+/// A planned datagram: its header and its messages' range in `Burst::slots`.
+type Plan = Result<(Header, Range<usize>), (u32, ErrorCode)>;
 
 /// One burst of datagrams planned, executed and answered; reused for every burst.
 struct Burst {
@@ -267,10 +261,10 @@ struct Burst {
     stats: Arc<ServerStats>,
     /// Per datagram: the reply bytes' range in `out` (empty = no reply).
     replies: Vec<Range<usize>>,
-    /// Per datagram: its planned messages' range in `slots`, or the refusal.
-    plans: Vec<Result<Range<usize>, (u32, ErrorCode)>>,
-    /// Per planned message: its operation's index in `pending`.
-    slots: Vec<usize>,
+    /// Per datagram: its header and planned messages, or the refusal.
+    plans: Vec<Plan>,
+    /// Per planned message: its operation's index in `pending` and its offset in the datagram.
+    slots: Vec<(usize, usize)>,
     out: Vec<u8>,
     /// A multi-unit value made contiguous (head and tail are apart on the wire).
     value: Vec<u8>,
@@ -296,25 +290,25 @@ impl Burst {
         (!r.is_empty()).then(|| &self.out[r])
     }
 
-    /// Plans every datagram, runs the burst as one batch per shard, encodes every reply.
     /// Plans every datagram of a burst: their operations land in `pending`, per shard.
-    fn plan_all(&mut self, datagrams: &[&[u8]]) {
+    fn plan_all(&mut self, d: &(impl Datagrams + ?Sized)) {
         self.pending.clear();
         self.plans.clear();
         self.slots.clear();
-        for d in datagrams {
-            let plan = self.plan(d);
+        for i in 0..d.count() {
+            let plan = self.plan(d.datagram(i));
             self.plans.push(plan);
         }
     }
 
     /// Encodes every reply of a burst from the shards' results.
-    fn encode_all(&mut self, datagrams: &[&[u8]], results: &[Option<Results>]) {
+    fn encode_all(&mut self, d: &(impl Datagrams + ?Sized)) {
         self.out.clear();
         self.replies.clear();
-        for (i, d) in datagrams.iter().enumerate() {
+        for i in 0..d.count() {
+            let d = d.datagram(i);
             let start = self.out.len();
-            self.encode_reply(i, d, results);
+            self.encode_reply(i, d);
             // Anti-amplification, checked where it matters: never send more than was received.
             if self.out.len() - start > d.len() {
                 debug_assert!(false, "OCSM reply larger than its request");
@@ -323,30 +317,28 @@ impl Burst {
             self.replies.push(start..self.out.len());
         }
         let o = &self.stats.ocsm;
-        o.datagrams
-            .fetch_add(datagrams.len() as u64, Ordering::Relaxed);
+        o.datagrams.fetch_add(d.count() as u64, Ordering::Relaxed);
         o.messages
             .fetch_add(self.slots.len() as u64, Ordering::Relaxed);
     }
 
     /// Plans, executes (sending every shard its batch and waiting) and encodes, from a thread
     /// outside the shards.
-    fn answer_blocking(&mut self, datagrams: &[&[u8]], peers: &[mpsc::Sender<Job>]) {
-        self.plan_all(datagrams);
-        let results = if self.pending.locs.is_empty() {
-            Vec::new()
-        } else {
-            execute_blocking(peers, &mut self.pending)
-        };
-        self.encode_all(datagrams, &results);
+    fn answer_blocking(&mut self, d: &(impl Datagrams + ?Sized), peers: &[mpsc::Sender<Job>]) {
+        self.plan_all(d);
+        if !self.pending.locs.is_empty() {
+            execute_blocking(peers, &mut self.pending);
+        }
+        self.encode_all(d);
     }
 
-    fn plan(&mut self, d: &[u8]) -> Result<Range<usize>, (u32, ErrorCode)> {
+    fn plan(&mut self, d: &[u8]) -> Plan {
         let dg = decode_request(d, &self.limits).map_err(|e| {
             self.stats.ocsm.errors.fetch_add(1, Ordering::Relaxed);
             (e.sequence, e.code)
         })?;
         let first = self.slots.len();
+        let mut offset = HEADER_BYTES;
         for m in dg.messages() {
             let value: &[u8] = if m.value_tail.is_empty() {
                 m.value_head
@@ -362,37 +354,31 @@ impl Burst {
                 Opcode::Search => Op::get(m.key),
             };
             let i = self.pending.op(&op);
-            self.slots.push(i);
+            self.slots.push((i, offset));
+            offset += m.length as usize * dg.header.size.unit_bytes();
         }
-        Ok(first..self.slots.len())
+        Ok((dg.header, first..self.slots.len()))
     }
 
-    fn encode_reply(&mut self, i: usize, d: &[u8], results: &[Option<Results>]) {
-        let slots = match &self.plans[i] {
-            Ok(r) => r.clone(),
+    fn encode_reply(&mut self, i: usize, d: &[u8]) {
+        let (header, slots) = match &self.plans[i] {
+            Ok((h, r)) => (*h, r.clone()),
             Err((_, ErrorCode::ShortHeader)) => return,
             Err((seq, code)) => return encode_error(*seq, *code, &mut self.out),
         };
-        let dg = decode_request(d, &self.limits).expect("planned datagrams decode");
         encode_header(
             &Header {
                 response: true,
-                ..dg.header
+                ..header
             },
             &mut self.out,
         );
-        let size = dg.header.size;
-        for (m, &op) in dg.messages().zip(&self.slots[slots]) {
-            let (shard, j) = self.pending.locs[op];
-            let (status, data) = match &results[shard] {
-                Some(r) => (r.status(j), r.data(j)),
-                None => (
-                    EngineStatus::Error(directkv_engine::OpError::UserFunction(
-                        "shard unavailable",
-                    )),
-                    &[][..],
-                ),
+        let size = header.size;
+        for &(op, offset) in &self.slots[slots] {
+            let Ok(Some((m, _))) = decode_message(&d[offset..], size) else {
+                unreachable!("planned messages decode at their offsets");
             };
+            let (status, data) = self.pending.result(op);
             let op = m.op().expect("checked");
             let status = match (status, op) {
                 (EngineStatus::Ok, _) => Status::Ok,
@@ -412,20 +398,8 @@ impl Burst {
             } else {
                 (status, &[][..], 1)
             };
-            encode_message(
-                size,
-                &MessageOut {
-                    key: *m.key,
-                    value,
-                    sequence: m.sequence,
-                    length,
-                    source: m.destination,
-                    destination: m.source,
-                    opcode: status as u8,
-                },
-                &mut self.out,
-            )
-            .expect("a value that fits the request's units fits 255 units");
+            m.encode_reply(size, status, value, length, &mut self.out)
+                .expect("a value that fits the request's units fits 255 units");
         }
     }
 }

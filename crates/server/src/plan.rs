@@ -6,7 +6,7 @@
 //!           ──execute (local engine + peers)──> per-shard Results ──recipes──> RESP bytes
 //! ```
 
-use directkv_engine::{ElemType, Op, OpError, Results, Status};
+use directkv_engine::{ElemType, Engine, Op, OpError, Results, Status};
 
 use crate::batch::{shard_of, OwnedBatch};
 
@@ -47,6 +47,10 @@ pub enum Recipe {
 #[derive(Default)]
 pub struct Pending {
     pub batches: Vec<OwnedBatch>,
+    /// Per shard: the results of its last executed batch (`None`: the shard did not answer).
+    /// Kept between plans so their buffers are reused; only the shards that had operations
+    /// in this plan are read.
+    pub results: Vec<Option<Results>>,
     /// (shard, index in that shard's batch) of every operation, in plan order.
     pub locs: Vec<(usize, usize)>,
     pub recipes: Vec<Recipe>,
@@ -57,6 +61,7 @@ impl Pending {
     pub fn new(shards: usize) -> Pending {
         Pending {
             batches: (0..shards).map(|_| OwnedBatch::default()).collect(),
+            results: (0..shards).map(|_| None).collect(),
             ..Default::default()
         }
     }
@@ -93,17 +98,32 @@ impl Pending {
             end: self.immediate.len(),
         });
     }
-}
 
-/// Results of every shard, indexed by shard.
-pub struct Outcome {
-    pub per_shard: Vec<Option<Results>>,
-}
+    /// Takes shard `s`'s batch and a results buffer to run it into (the last one, reused).
+    pub fn take_for_execution(&mut self, s: usize) -> (OwnedBatch, Results) {
+        (
+            std::mem::take(&mut self.batches[s]),
+            self.results[s].take().unwrap_or_default(),
+        )
+    }
 
-impl Outcome {
-    pub fn get(&self, p: &Pending, op: usize) -> (Status, &[u8]) {
-        let (s, i) = p.locs[op];
-        match &self.per_shard[s] {
+    /// Puts back what `take_for_execution` took, with the results filled in.
+    pub fn executed(&mut self, s: usize, batch: OwnedBatch, results: Results) {
+        self.batches[s] = batch;
+        self.results[s] = Some(results);
+    }
+
+    /// Runs shard `s`'s batch on `engine` (the caller owns that shard).
+    pub fn execute_local(&mut self, s: usize, engine: &mut Engine) {
+        let mut r = self.results[s].take().unwrap_or_default();
+        engine.execute(&self.batches[s].ops(), &mut r);
+        self.results[s] = Some(r);
+    }
+
+    /// Status and data of planned operation `op`, once its shard's batch ran.
+    pub fn result(&self, op: usize) -> (Status, &[u8]) {
+        let (s, i) = self.locs[op];
+        match &self.results[s] {
             Some(r) => (r.status(i), r.data(i)),
             None => (
                 Status::Error(OpError::UserFunction("shard unavailable")),

@@ -24,8 +24,10 @@ use crate::config::ServerConfig;
 
 /// Work sent to a shard by another shard.
 pub enum Job {
+    /// Run `batch` into `results` (the sender's buffer, reused) and send both back.
     Execute {
         batch: OwnedBatch,
+        results: Results,
         reply: oneshot::Sender<(OwnedBatch, Results)>,
     },
     /// Number of keys stored.
@@ -185,10 +187,13 @@ pub fn run(s: ShardSpawn) {
 async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
     while let Some(job) = jobs.recv().await {
         match job {
-            Job::Execute { batch, reply } => {
-                let mut out = Results::default();
-                ctx.engine.borrow_mut().execute(&batch.ops(), &mut out);
-                let _ = reply.send((batch, out));
+            Job::Execute {
+                batch,
+                mut results,
+                reply,
+            } => {
+                ctx.engine.borrow_mut().execute(&batch.ops(), &mut results);
+                let _ = reply.send((batch, results));
             }
             Job::Count { reply } => {
                 let _ = reply.send(ctx.engine.borrow().counts().keys);

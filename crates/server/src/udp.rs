@@ -10,7 +10,7 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
-use directkv_engine::{OpError, Results, Status};
+use directkv_engine::{OpError, Status};
 use directkv_proto::native::{
     self, encode_response, encode_response_frame, response_op_len, NativeLimits, Request, Response,
     ResponseFrame, ResponseOp, HEADER_LEN, UDP_PAYLOAD_MAX,
@@ -87,7 +87,7 @@ fn answer(
         Request::Ops(batch) => {
             p.clear();
             let slots: Vec<Slot> = batch.iter().map(|op| plan_op(p, &op)).collect();
-            let results = execute_blocking(peers, p);
+            execute_blocking(peers, p);
             let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);
             let too_large = Status::Error(OpError::ValueTooLarge { len: 0, max: 0 }).code();
             let mut ops = Vec::with_capacity(slots.len());
@@ -95,14 +95,8 @@ fn answer(
                 let (status, data) = match *slot {
                     Slot::Failed(code) => (code, &[][..]),
                     Slot::Planned(i) => {
-                        let (s, i) = p.locs[i];
-                        match &results[s] {
-                            Some(r) => (r.status(i).code(), r.data(i)),
-                            None => (
-                                Status::Error(OpError::UserFunction("shard unavailable")).code(),
-                                &[][..],
-                            ),
-                        }
+                        let (status, data) = p.result(i);
+                        (status.code(), data)
                     }
                 };
                 let (status, data) = if response_op_len(data.len()) <= budget {
@@ -118,31 +112,27 @@ fn answer(
     }
 }
 
-/// Sends every shard its batch and waits for the results.
-pub(crate) fn execute_blocking(
-    peers: &[mpsc::Sender<Job>],
-    p: &mut Pending,
-) -> Vec<Option<Results>> {
+/// Sends every shard its batch and waits for the results (they land in `p.results`).
+pub(crate) fn execute_blocking(peers: &[mpsc::Sender<Job>], p: &mut Pending) {
     let mut waits = Vec::new();
     for (s, peer) in peers.iter().enumerate() {
         if p.batches[s].is_empty() {
             continue;
         }
         let (tx, rx) = oneshot::channel();
-        let batch = std::mem::take(&mut p.batches[s]);
-        if peer
-            .blocking_send(Job::Execute { batch, reply: tx })
-            .is_ok()
-        {
+        let (batch, results) = p.take_for_execution(s);
+        let job = Job::Execute {
+            batch,
+            results,
+            reply: tx,
+        };
+        if peer.blocking_send(job).is_ok() {
             waits.push((s, rx));
         }
     }
-    let mut out: Vec<Option<Results>> = (0..peers.len()).map(|_| None).collect();
     for (s, rx) in waits {
         if let Ok((batch, r)) = rx.blocking_recv() {
-            p.batches[s] = batch;
-            out[s] = Some(r);
+            p.executed(s, batch, r);
         }
     }
-    out
 }

@@ -135,6 +135,11 @@ impl MmsgRecv {
         Ok(self.segs.len())
     }
 
+    /// Datagrams received by the last call (coalesced ones counted one by one).
+    pub fn received(&self) -> usize {
+        self.segs.len()
+    }
+
     /// The `i`-th datagram of the last call.
     pub fn datagram(&self, i: usize) -> &[u8] {
         let (e, off, len) = self.segs[i];
