@@ -347,21 +347,55 @@ impl Results {
 }
 
 /// Appends `v` to `out`; values of up to 16 bytes (the common case) are copied without a
-/// library call.
+/// library call, as two overlapping word moves straight from `v` (no staging buffer: writing
+/// a small value into one and reading it back as a wider word stalls store forwarding).
 #[inline(always)]
 pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
     let n = v.len();
-    if n <= 16 && out.capacity() - out.len() >= 16 {
-        let len = out.len();
-        let mut tmp = [0u8; 16];
-        tmp[..n].copy_from_slice(v);
-        // SAFETY: capacity checked above: 16 bytes are writable past len; only n of them become
-        // part of the vector.
-        unsafe {
-            std::ptr::copy_nonoverlapping(tmp.as_ptr(), out.as_mut_ptr().add(len), 16);
-            out.set_len(len + n);
-        }
-    } else {
+    if n > 16 || n < 4 || out.capacity() - out.len() < n {
         out.extend_from_slice(v);
+        return;
+    }
+    let len = out.len();
+    let s = v.as_ptr();
+    // SAFETY: 4 <= n <= 16 and `n` bytes are free past `len` (checked above). Every read lies
+    // in `v[..n]` and every write in `out[len..len + n]`: the words start at 0 and at n - w,
+    // w <= n. Unaligned accesses are what read/write_unaligned are for.
+    unsafe {
+        let d = out.as_mut_ptr().add(len);
+        if n >= 8 {
+            let a = std::ptr::read_unaligned(s.cast::<u64>());
+            let b = std::ptr::read_unaligned(s.add(n - 8).cast::<u64>());
+            std::ptr::write_unaligned(d.cast::<u64>(), a);
+            std::ptr::write_unaligned(d.add(n - 8).cast::<u64>(), b);
+        } else {
+            let a = std::ptr::read_unaligned(s.cast::<u32>());
+            let b = std::ptr::read_unaligned(s.add(n - 4).cast::<u32>());
+            std::ptr::write_unaligned(d.cast::<u32>(), a);
+            std::ptr::write_unaligned(d.add(n - 4).cast::<u32>(), b);
+        }
+        out.set_len(len + n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_small;
+
+    #[test]
+    fn push_small_appends_exactly_the_value_at_every_length() {
+        for n in 0..=20usize {
+            for spare in [0usize, 3, 16, 64] {
+                let v: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(37) ^ 0x5A).collect();
+                let mut out = Vec::with_capacity(5 + spare);
+                out.extend_from_slice(&[9, 9, 9, 9, 9]);
+                push_small(&mut out, &v);
+                push_small(&mut out, &v);
+                let mut want = vec![9u8; 5];
+                want.extend_from_slice(&v);
+                want.extend_from_slice(&v);
+                assert_eq!(out, want, "n {n} spare {spare}");
+            }
+        }
     }
 }
