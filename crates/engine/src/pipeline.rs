@@ -37,6 +37,12 @@ use crate::stats::Stats;
 
 pub const RS_SLOTS: usize = 1024;
 const RING_MASK: usize = WINDOW_MAX - 1;
+/// How many operations ahead stage 3 prefetches main buckets while it executes (stage 1
+/// prefetches only the first ones): enough misses in flight to keep the memory system busy,
+/// issued between executions so that waiting for a free miss buffer overlaps with work
+/// instead of stalling a prefetch-only loop. Chained buckets and records are prefetched half
+/// that distance ahead, once their main bucket has had time to arrive.
+const PREFETCH_AHEAD: usize = 24;
 const NONE: u32 = u32::MAX;
 
 /// What an operation does to the stored value.
@@ -365,15 +371,22 @@ impl Pipeline<'_> {
                 continue;
             }
             let cut = self.reserve(ops, base, end, out);
-            if self.table.counts().chained_buckets > 0 || records {
-                for p in 0..cut - base {
-                    if self.st.ring[p & RING_MASK].state == ST_LEADER {
-                        self.table
-                            .prefetch_second(self.st.ring[p & RING_MASK].hash, records);
-                    }
+            let n = cut - base;
+            let second = self.table.counts().chained_buckets > 0 || records;
+            const HALF: usize = PREFETCH_AHEAD / 2;
+            if second {
+                for p in 0..HALF.min(n) {
+                    self.prefetch_second(p, records);
                 }
             }
-            for p in 0..cut - base {
+            for p in 0..n {
+                if p + PREFETCH_AHEAD < n {
+                    let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
+                    self.table.prefetch_bucket(ahead);
+                }
+                if second && p + HALF < n {
+                    self.prefetch_second(p + HALF, records);
+                }
                 self.retire(ops, p, out);
             }
             self.st.clear();
@@ -403,7 +416,9 @@ impl Pipeline<'_> {
                 h
             };
             self.st.ring[p & RING_MASK].hash = h;
-            self.table.prefetch_bucket(h);
+            if p < PREFETCH_AHEAD {
+                self.table.prefetch_bucket(h);
+            }
         }
         gets_only
     }
@@ -426,8 +441,13 @@ impl Pipeline<'_> {
         out: &mut Results,
     ) {
         let mut deferred = 0usize;
+        let n = end - base;
         for (p, op) in ops[base..end].iter().enumerate() {
             let i = base + p;
+            if p + PREFETCH_AHEAD < n {
+                let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
+                self.table.prefetch_bucket(ahead);
+            }
             let h = self.st.ring[p & RING_MASK].hash;
             match self.table.probe_main(op.key, h) {
                 MainProbe::Found(v) => out.finish_found(i, v, op.no_return),
@@ -506,6 +526,16 @@ impl Pipeline<'_> {
             self.st.rs_head[slot] = p as u32;
         }
         end
+    }
+
+    /// The chained bucket and records of ring position `p`'s key, if it leads a group (a
+    /// follower's key is its leader's).
+    #[inline(always)]
+    fn prefetch_second(&self, p: usize, records: bool) {
+        let s = &self.st.ring[p & RING_MASK];
+        if s.state == ST_LEADER {
+            self.table.prefetch_second(s.hash, records);
+        }
     }
 
     /// Stage 3 for ring position `p`: a leader executes with its followers.
