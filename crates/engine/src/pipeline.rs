@@ -381,8 +381,11 @@ impl Pipeline<'_> {
             }
             for p in 0..n {
                 if p + PREFETCH_AHEAD < n {
-                    let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
-                    self.table.prefetch_bucket(ahead);
+                    // Only leaders: a follower's bucket is its leader's, already on its way.
+                    let ahead = &self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK];
+                    if ahead.state == ST_LEADER {
+                        self.table.prefetch_bucket(ahead.hash);
+                    }
                 }
                 if second && p + HALF < n {
                     self.prefetch_second(p + HALF, records);
