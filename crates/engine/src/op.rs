@@ -352,7 +352,7 @@ impl Results {
 #[inline(always)]
 pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
     let n = v.len();
-    if n > 16 || n < 4 || out.capacity() - out.len() < n {
+    if !(4..=16).contains(&n) || out.capacity() - out.len() < n {
         out.extend_from_slice(v);
         return;
     }
