@@ -550,7 +550,30 @@ impl Pipeline<'_> {
         }
         let s = self.st.ring[p];
         if s.follow_next == NONE {
-            self.run_single(ops, s.op as usize, s.hash, out);
+            let i = s.op as usize;
+            let op = &ops[i];
+            // A lone GET in a window with writes: the read-only path's main-bucket probe
+            // decides nearly all of them without the general lookup's bookkeeping.
+            if op.kind == OpKind::Get {
+                let decided = match self.table.probe_main(op.key, s.hash) {
+                    MainProbe::Found(v) => {
+                        out.finish_found(i, v, op.no_return);
+                        true
+                    }
+                    MainProbe::Missing => {
+                        out.finish_missing(i);
+                        true
+                    }
+                    MainProbe::Elsewhere => false,
+                };
+                if decided {
+                    let c = &mut self.stats.kinds[OpKind::Get as usize];
+                    c.reads += 1;
+                    c.line_reads += 1;
+                    return;
+                }
+            }
+            self.run_single(ops, i, s.hash, out);
         } else {
             self.run_group(ops, p, out);
         }
