@@ -175,14 +175,10 @@ impl Client {
         self.staging.push(op, shard)
     }
 
-    /// After HELLO on `s`: binds it to `shard` with ATTACH, and authenticates again on the
-    /// shard's thread when there is a password (the server authenticates per thread).
+    /// After HELLO on `s`: binds it to `shard` with ATTACH (the connection keeps its
+    /// authentication on the shard's thread).
     async fn bind(&self, s: &mut TcpStream, shard: u16) -> Result<(), ClientError> {
-        conn::attach(s, shard).await?;
-        if self.config.password.is_some() {
-            conn::hello(s, &self.config).await?;
-        }
-        Ok(())
+        conn::attach(s, shard).await
     }
 
     /// Opens the connection of `shard` unless it is open.

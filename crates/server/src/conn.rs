@@ -19,17 +19,17 @@ use tokio::sync::{oneshot, watch};
 
 use crate::cmd::{self, Planned, Session};
 use crate::plan::{Pending, Recipe};
-use crate::shard::{count_connection, Job, ShardCtx};
+use crate::shard::{count_connection, Incoming, Job, ShardCtx};
 
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// Commands in a connection's first batch (see `conn_output_bytes_max`).
 const FIRST_BATCH_CMDS: usize = 8;
 
-pub async fn serve(
-    ctx: Rc<ShardCtx>,
-    stream: std::net::TcpStream,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch::Receiver<bool>) {
+    let Incoming {
+        stream,
+        authenticated,
+    } = incoming;
     let stats = ctx.stats.clone();
     if stats.connections.load(Ordering::Relaxed) >= ctx.cfg.connections_max {
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -43,7 +43,7 @@ pub async fn serve(
         if let Ok(s) = TcpStream::from_std(stream) {
             let _ = s.set_nodelay(true);
             tokio::select! {
-                _ = serve_resp(&ctx, s) => {}
+                _ = serve_resp(&ctx, s, authenticated) => {}
                 _ = stop.changed() => {}
             }
         }
@@ -51,7 +51,7 @@ pub async fn serve(
     count_connection(&stats, -1);
 }
 
-async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
+async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool) {
     let limits = RespLimits {
         args_max: ctx.cfg.args_max,
         ..RespLimits::default()
@@ -59,7 +59,7 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
     let requirepass = ctx.cfg.requirepass.clone();
     let mut session = Session {
         version: Version::Resp2,
-        authenticated: false,
+        authenticated,
         name: None,
         quit: false,
     };
@@ -87,7 +87,7 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream) {
             Ok(_) => {}
         }
         if start == 0 && directkv_proto::native::is_native(input[0]) {
-            crate::native_conn::serve(ctx, s, input).await;
+            crate::native_conn::serve(ctx, s, input, authenticated).await;
             return;
         }
         let mut used = 0;

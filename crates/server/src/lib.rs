@@ -162,7 +162,11 @@ impl Server {
                         break;
                     }
                     if let Ok(c) = conn {
-                        let _ = conn_txs[next % conn_txs.len()].send(c);
+                        let incoming = shard::Incoming {
+                            stream: c,
+                            authenticated: false,
+                        };
+                        let _ = conn_txs[next % conn_txs.len()].send(incoming);
                         next += 1;
                     }
                 }

@@ -28,13 +28,15 @@ pub(crate) enum Slot {
     Failed(u8),
 }
 
-pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
+/// Serves a native connection; `authenticated`: it already passed HELLO on the shard that
+/// handed it over (ATTACH keeps the authentication, as a Redis user would expect).
+pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authenticated: bool) {
     let limits = NativeLimits {
         key_len_max: ctx.cfg.key_len_max as u8,
         value_len_max: ctx.cfg.value_len_max as u32,
         ..NativeLimits::DEFAULT
     };
-    let mut authenticated = ctx.cfg.requirepass.is_none();
+    let mut authenticated = authenticated || ctx.cfg.requirepass.is_none();
     let mut pending = Pending::new(ctx.shards());
     let mut slots: Vec<Slot> = Vec::new();
     let mut out = Vec::with_capacity(READ_CHUNK_BYTES);
@@ -159,7 +161,10 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>) {
         }
         if let Some(target) = handoff {
             if let Ok(std) = s.into_std() {
-                let _ = ctx.handoff[target].send(std);
+                let _ = ctx.handoff[target].send(crate::shard::Incoming {
+                    stream: std,
+                    authenticated,
+                });
             }
             return;
         }

@@ -22,6 +22,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::batch::OwnedBatch;
 use crate::config::ServerConfig;
 
+/// A connection for a shard to serve: a new one from the acceptor, or one another shard hands
+/// over after a native ATTACH (its authentication travels with it).
+pub struct Incoming {
+    pub stream: std::net::TcpStream,
+    /// The connection already authenticated (HELLO with the right password) on its old shard.
+    pub authenticated: bool,
+}
+
 /// Work sent to a shard by another shard.
 pub enum Job {
     /// Run `batch` into `results` (the sender's buffer, reused) and send both back.
@@ -63,7 +71,7 @@ pub struct ShardCtx {
     engine_cfg: EngineConfig,
     pub peers: Arc<Vec<mpsc::Sender<Job>>>,
     /// Every shard's connection queue, for ATTACH.
-    pub handoff: Arc<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
+    pub handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
     pub cfg: Arc<ServerConfig>,
     pub stats: Arc<ServerStats>,
     pub started: std::time::Instant,
@@ -118,9 +126,9 @@ pub struct ShardSpawn {
     pub id: usize,
     pub engine: Engine,
     pub engine_cfg: EngineConfig,
-    pub conns: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    pub conns: mpsc::UnboundedReceiver<Incoming>,
     /// Every shard's connection queue, for ATTACH.
-    pub handoff: Arc<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
+    pub handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
     pub jobs: mpsc::Receiver<Job>,
     pub peers: Arc<Vec<mpsc::Sender<Job>>>,
     pub cfg: Arc<ServerConfig>,
@@ -169,11 +177,11 @@ pub fn run(s: ShardSpawn) {
         loop {
             tokio::select! {
                 conn = conns.recv() => match conn {
-                    Some(stream) => {
+                    Some(incoming) => {
                         let ctx = ctx.clone();
                         let stop = stop.clone();
                         tokio::task::spawn_local(async move {
-                            crate::conn::serve(ctx, stream, stop).await;
+                            crate::conn::serve(ctx, incoming, stop).await;
                         });
                     }
                     None => break,

@@ -5,11 +5,12 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::start;
+use common::{start, start_with};
 use directkv_proto::native::{
     decode_response, encode_request, encode_request_frame, func, status, ElemCode, Hello,
     NativeLimits, NativeOp, Request, RequestFrame, Response,
 };
+use directkv_server::config::ServerConfig;
 
 struct Native {
     s: TcpStream,
@@ -189,5 +190,66 @@ fn attach_moves_the_connection_and_it_keeps_working() {
             assert_eq!(data, b"v");
         }
     }
+    srv.stop();
+}
+
+/// With a password, a connection that said HELLO and then moved with ATTACH stays
+/// authenticated on its new shard; one that never said HELLO is refused there too.
+#[test]
+fn attach_keeps_the_authentication_it_had() {
+    let srv = start_with(ServerConfig {
+        port: 0,
+        shards: 3,
+        memory_bytes: 8 << 20,
+        requirepass: Some("pw".into()),
+        ..Default::default()
+    });
+    let limits = NativeLimits::DEFAULT;
+    let frame = |request_id: u32, body: Request<'_>| {
+        let mut out = Vec::new();
+        encode_request_frame(&RequestFrame { request_id, body }, &limits, &mut out).unwrap();
+        out
+    };
+    let mut ops = Vec::new();
+    encode_request(
+        3,
+        &[NativeOp::put(b"auth-k", b"v"), NativeOp::get(b"auth-k")],
+        &limits,
+        &mut ops,
+    )
+    .unwrap();
+    // Accepted round robin, so the first connection lands on shard 0; ATTACH 2 moves it.
+    let mut c = Native {
+        s: TcpStream::connect(srv.addr()).unwrap(),
+        buf: Vec::new(),
+    };
+    let hello = Request::Hello(Hello {
+        password: b"pw",
+        client_name: b"test",
+    });
+    c.send(&frame(1, hello));
+    c.read(|r| assert!(matches!(r, Response::Hello(_)), "{r:?}"));
+    c.send(&frame(2, Request::Attach(2)));
+    assert_eq!(
+        c.read(|r| match r {
+            Response::Attach(s) => s,
+            r => panic!("{r:?}"),
+        }),
+        2
+    );
+    c.send(&ops);
+    let data = c.read(|r| match r {
+        Response::Ops(b) => b.iter().nth(1).unwrap().data.to_vec(),
+        r => panic!("expected results without a second HELLO, got {r:?}"),
+    });
+    assert_eq!(data, b"v");
+
+    // No HELLO: ATTACH is refused like any other request before authentication.
+    let mut d = Native {
+        s: TcpStream::connect(srv.addr()).unwrap(),
+        buf: Vec::new(),
+    };
+    d.send(&frame(1, Request::Attach(2)));
+    d.read(|r| assert!(matches!(r, Response::Error(_)), "{r:?}"));
     srv.stop();
 }
