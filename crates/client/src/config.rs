@@ -1,7 +1,8 @@
 //! Client settings: every limit and time-out has a name and a default.
 //!
 //! The wire limits (key, value, frame sizes) are not here: the server announces them in its
-//! HELLO reply and the client encodes with exactly those numbers.
+//! HELLO reply and the client encodes with exactly those numbers, after checking that they are
+//! usable and no larger than `frame_len_ceiling` (a server cannot make the client buffer more).
 
 use std::time::Duration;
 
@@ -17,6 +18,10 @@ pub const BATCH_OPS_MAX_DEFAULT: usize = 1 << 20;
 pub const CLIENT_NAME_DEFAULT: &str = "directkv-client";
 /// Bytes the receive buffer of a connection starts with; it grows to the largest frame seen.
 pub const READ_BUFFER_BYTES_DEFAULT: usize = 64 << 10;
+
+/// Default largest frame the client accepts to read or write, whatever the server announces
+/// (the server's own default is about 4 MiB).
+pub const FRAME_LEN_CEILING_DEFAULT: u32 = 64 << 20;
 
 /// How a `Client` connects and behaves.
 #[derive(Debug, Clone)]
@@ -38,6 +43,9 @@ pub struct ClientConfig {
     pub retry_read_only: bool,
     /// Initial receive buffer per connection.
     pub read_buffer_bytes: usize,
+    /// Largest frame this client reads or writes: a server announcing a larger
+    /// `frame_len_max` (or `value_len_max`) is held to this one.
+    pub frame_len_ceiling: u32,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +58,7 @@ impl Default for ClientConfig {
             batch_ops_max: BATCH_OPS_MAX_DEFAULT,
             retry_read_only: true,
             read_buffer_bytes: READ_BUFFER_BYTES_DEFAULT,
+            frame_len_ceiling: FRAME_LEN_CEILING_DEFAULT,
         }
     }
 }

@@ -146,7 +146,28 @@ pub(crate) async fn hello(
     if reply.shard_map.ports.is_empty() {
         return Err(ClientError::Protocol("shard map without shards".into()));
     }
-    Ok(reply)
+    let limits = usable_limits(reply.limits, cfg.frame_len_ceiling)?;
+    Ok(HelloReply { limits, ..reply })
+}
+
+/// Smallest `frame_len_max` a server may announce: a header and one operation with a short key.
+const FRAME_LEN_MIN: u32 = 64;
+
+/// The server's announced limits, checked (a frame must hold at least one operation) and held
+/// to the client's ceiling.
+pub(crate) fn usable_limits(l: NativeLimits, ceiling: u32) -> Result<NativeLimits, ClientError> {
+    if l.frame_ops_max == 0 || l.key_len_max == 0 || l.frame_len_max < FRAME_LEN_MIN {
+        return Err(ClientError::Protocol(format!(
+            "server announced unusable limits: frame_len_max {}, frame_ops_max {}, key_len_max {}",
+            l.frame_len_max, l.frame_ops_max, l.key_len_max
+        )));
+    }
+    let frame_len_max = l.frame_len_max.min(ceiling.max(FRAME_LEN_MIN));
+    Ok(NativeLimits {
+        frame_len_max,
+        value_len_max: l.value_len_max.min(frame_len_max),
+        ..l
+    })
 }
 
 /// ATTACH: binds the connection to `shard`'s thread.
@@ -170,4 +191,40 @@ pub(crate) async fn attach(s: &mut TcpStream, shard: u16) -> Result<(), ClientEr
         || ClientError::Protocol("server closed the connection after ATTACH".into()),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announced_limits_are_checked_and_held_to_the_ceiling() {
+        let d = NativeLimits::DEFAULT;
+        assert_eq!(usable_limits(d, 64 << 20).unwrap(), d);
+        let huge = NativeLimits {
+            frame_len_max: u32::MAX,
+            value_len_max: u32::MAX,
+            ..d
+        };
+        let held = usable_limits(huge, 1 << 20).unwrap();
+        assert_eq!(held.frame_len_max, 1 << 20);
+        assert_eq!(held.value_len_max, 1 << 20);
+        for bad in [
+            NativeLimits {
+                frame_ops_max: 0,
+                ..d
+            },
+            NativeLimits {
+                key_len_max: 0,
+                ..d
+            },
+            NativeLimits {
+                frame_len_max: 10,
+                ..d
+            },
+        ] {
+            let err = usable_limits(bad, 64 << 20).unwrap_err();
+            assert!(matches!(err, ClientError::Protocol(_)), "{err:?}");
+        }
+    }
 }
