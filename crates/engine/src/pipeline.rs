@@ -82,6 +82,9 @@ struct Slot {
     follow_next: u32,
     follow_tail: u32,
     state: u8,
+    /// Stage 1 found this operation's key equal to the previous operation's (a run on one
+    /// key, such as a hot counter); stage 2 then takes the previous one's leader directly.
+    same_key: bool,
 }
 
 const FREE_SLOT: Slot = Slot {
@@ -91,6 +94,7 @@ const FREE_SLOT: Slot = Slot {
     follow_next: NONE,
     follow_tail: NONE,
     state: ST_FREE,
+    same_key: false,
 };
 
 /// The in-flight ring and the reservation station, sized at start-up. Operation `k` of a batch
@@ -409,16 +413,20 @@ impl Pipeline<'_> {
             let klen = op.key.len();
             gets_only &= (op.kind == OpKind::Get) & (klen.wrapping_sub(1) < key_len_max);
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
+            let mut same = false;
             let h = if klen > key_len_max {
                 0
-            } else if key_eq(op.key, prev.0) {
+            } else if p > 0 && key_eq(op.key, prev.0) {
+                same = true;
                 prev.1
             } else {
                 let h = key_hash(op.key);
                 prev = (op.key, h);
                 h
             };
-            self.st.ring[p & RING_MASK].hash = h;
+            let slot = &mut self.st.ring[p & RING_MASK];
+            slot.hash = h;
+            slot.same_key = same;
             if p < PREFETCH_AHEAD {
                 self.table.prefetch_bucket(h);
             }
@@ -477,6 +485,8 @@ impl Pipeline<'_> {
     /// Stage 2: validation and the reservation station, in request order. Returns the end of
     /// the window, which in stall mode is the first operation whose key is already in flight.
     fn reserve(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) -> usize {
+        // The leader of the previous operation's key, if that operation entered the station.
+        let mut prev_leader = NONE;
         for i in base..end {
             let p = (i - base) & RING_MASK;
             let op = &ops[i];
@@ -486,19 +496,29 @@ impl Pipeline<'_> {
                 self.stats.errors += 1;
                 let m = out.mark();
                 out.finish(i, Status::Error(e), m);
+                prev_leader = NONE;
                 continue;
             }
             let h = self.st.ring[p].hash;
             let slot = rs_slot(h);
-            let mut l = self.st.rs_head[slot];
-            while l != NONE {
-                let lu = l as usize & RING_MASK;
-                if self.st.ring[lu].hash == h
-                    && key_eq(ops[self.st.ring[lu].op as usize].key, op.key)
-                {
-                    break;
+            // Stage 1's `same_key` means the previous operation had a key of valid length
+            // equal to this one; if it entered the station, its leader is this key's.
+            let mut l = if self.st.ring[p].same_key {
+                prev_leader
+            } else {
+                NONE
+            };
+            if l == NONE {
+                l = self.st.rs_head[slot];
+                while l != NONE {
+                    let lu = l as usize & RING_MASK;
+                    if self.st.ring[lu].hash == h
+                        && key_eq(ops[self.st.ring[lu].op as usize].key, op.key)
+                    {
+                        break;
+                    }
+                    l = self.st.ring[lu].rs_next;
                 }
-                l = self.st.ring[lu].rs_next;
             }
             if l != NONE && self.stall {
                 self.stats.stalls += 1;
@@ -511,6 +531,7 @@ impl Pipeline<'_> {
             s.follow_tail = NONE;
             if l != NONE {
                 s.state = ST_FOLLOWER;
+                prev_leader = l;
                 let lu = l as usize & RING_MASK;
                 let tail = self.st.ring[lu].follow_tail;
                 if tail == NONE {
@@ -522,6 +543,7 @@ impl Pipeline<'_> {
                 continue;
             }
             s.state = ST_LEADER;
+            prev_leader = p as u32;
             s.rs_next = self.st.rs_head[slot];
             if s.rs_next == NONE {
                 self.st.rs_used.push(slot as u16);
