@@ -32,6 +32,7 @@
 use crate::config::WINDOW_MAX;
 use crate::index::{key_eq, Access, Loc, MainProbe, Table};
 use crate::op::{Op, OpKind, Results, Status};
+use crate::ops::kernel::Elem;
 use crate::ops::{self, ElemType, FunctionRegistry};
 use crate::stats::Stats;
 
@@ -229,27 +230,32 @@ fn forward_scalar_int(op: &Op, fwd: &mut [u8], out: &mut Vec<u8>) -> bool {
     }
     let add = op.func == ops::FN_ADD;
     // Two's complement: one wrapping add or subtract serves signed and unsigned elements.
-    if let (Ok(c), Ok(d)) = (
-        <&mut [u8; 8]>::try_from(&mut *fwd),
-        <[u8; 8]>::try_from(op.arg),
-    ) {
-        let (c8, d8) = (u64::from_le_bytes(*c), u64::from_le_bytes(d));
-        let v = if add {
-            c8.wrapping_add(d8)
-        } else {
-            c8.wrapping_sub(d8)
-        };
-        *c = v.to_le_bytes();
-    } else if let (Ok(c), Ok(d)) = (<&mut [u8; 4]>::try_from(fwd), <[u8; 4]>::try_from(op.arg)) {
-        let (c4, d4) = (u32::from_le_bytes(*c), u32::from_le_bytes(d));
-        let v = if add {
-            c4.wrapping_add(d4)
-        } else {
-            c4.wrapping_sub(d4)
-        };
-        *c = v.to_le_bytes();
+    if width == 8 {
+        add_in_place::<u64>(fwd, op.arg, add);
+    } else {
+        add_in_place::<u32>(fwd, op.arg, add);
     }
     true
+}
+
+/// Answers GET `op` (operation `i`) from its main-bucket probe; `false` when the probe could
+/// not decide (chain or record: the general lookup's job).
+#[inline(always)]
+fn finish_get(probe: MainProbe<'_>, op: &Op, i: usize, out: &mut Results) -> bool {
+    match probe {
+        MainProbe::Found(v) => out.finish_found(i, v, op.no_return),
+        MainProbe::Missing => out.finish_missing(i),
+        MainProbe::Elsewhere => return false,
+    }
+    true
+}
+
+/// `cur = cur + delta` (or `-`) in place, with the built-in functions' arithmetic.
+#[inline(always)]
+fn add_in_place<T: Elem>(cur: &mut [u8], delta: &[u8], add: bool) {
+    let (c, d) = (T::load(cur), T::load(delta));
+    let v = if add { c.op_add(d) } else { c.op_sub(d) };
+    v.store(cur);
 }
 
 /// The Redis-style string operations: the new value goes to `scratch`.
@@ -460,14 +466,10 @@ impl Pipeline<'_> {
                 self.table.prefetch_bucket(ahead);
             }
             let h = self.st.ring[p & RING_MASK].hash;
-            match self.table.probe_main(op.key, h) {
-                MainProbe::Found(v) => out.finish_found(i, v, op.no_return),
-                MainProbe::Missing => out.finish_missing(i),
-                MainProbe::Elsewhere => {
-                    self.table.prefetch_second(h, records);
-                    self.st.deferred[deferred & RING_MASK] = p as u32;
-                    deferred += 1;
-                }
+            if !finish_get(self.table.probe_main(op.key, h), op, i, out) {
+                self.table.prefetch_second(h, records);
+                self.st.deferred[deferred & RING_MASK] = p as u32;
+                deferred += 1;
             }
         }
         let decided = (end - base - deferred) as u64;
@@ -576,24 +578,13 @@ impl Pipeline<'_> {
             let op = &ops[i];
             // A lone GET in a window with writes: the read-only path's main-bucket probe
             // decides nearly all of them without the general lookup's bookkeeping.
-            if op.kind == OpKind::Get {
-                let decided = match self.table.probe_main(op.key, s.hash) {
-                    MainProbe::Found(v) => {
-                        out.finish_found(i, v, op.no_return);
-                        true
-                    }
-                    MainProbe::Missing => {
-                        out.finish_missing(i);
-                        true
-                    }
-                    MainProbe::Elsewhere => false,
-                };
-                if decided {
-                    let c = &mut self.stats.kinds[OpKind::Get as usize];
-                    c.reads += 1;
-                    c.line_reads += 1;
-                    return;
-                }
+            if op.kind == OpKind::Get
+                && finish_get(self.table.probe_main(op.key, s.hash), op, i, out)
+            {
+                let c = &mut self.stats.kinds[OpKind::Get as usize];
+                c.reads += 1;
+                c.line_reads += 1;
+                return;
             }
             self.run_single(ops, i, s.hash, out);
         } else {

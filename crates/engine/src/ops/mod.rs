@@ -1,7 +1,7 @@
 //! Atomic and vector operations: element types, built-in functions by id, user functions.
 pub mod builtin;
 pub mod elem;
-mod kernel;
+pub(crate) mod kernel;
 pub mod registry;
 
 pub use builtin::*;
