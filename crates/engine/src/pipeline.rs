@@ -208,34 +208,65 @@ pub(crate) fn apply(
     }
 }
 
-/// The hot counter's fast path inside a group: a built-in add or subtract of one 4- or 8-byte
-/// integer on a present value of that width, done in place on the forwarded value `fwd`.
-/// Same reply (the old value) and same new value as `apply` would give; `false` (nothing
-/// done) for anything else, which then goes through `apply`.
+/// The hot counter's fast path inside a group: from position `k` on, a run of built-in adds
+/// and subtracts of one 4- or 8-byte integer on a present value of that width, done on a
+/// register copy of the forwarded value `fwd` and stored back to it once. Same replies (each
+/// the value before its operation) and same final value as `apply` one after the other.
+/// Returns the first position not run (`NONE` at the group's end) and how many ran; 0 ran
+/// means `k` is not such an operation, and nothing was done.
 #[inline(always)]
-fn forward_scalar_int(op: &Op, fwd: &mut [u8], out: &mut Vec<u8>) -> bool {
-    if op.kind != OpKind::UpdateS2S || (op.func != ops::FN_ADD && op.func != ops::FN_SUB) {
-        return false;
+fn forward_int_run(
+    ops: &[Op],
+    ring: &[Slot; WINDOW_MAX],
+    k: u32,
+    fwd: &mut [u8],
+    out: &mut Results,
+) -> (u32, u64) {
+    match fwd.len() {
+        8 => int_run::<u64>(ops, ring, k, fwd, out),
+        4 => int_run::<u32>(ops, ring, k, fwd, out),
+        _ => (k, 0),
     }
-    let width = match op.elem {
-        ElemType::U64 | ElemType::I64 => 8,
-        ElemType::U32 | ElemType::I32 => 4,
-        _ => return false,
-    };
-    if fwd.len() != width || op.arg.len() != width {
-        return false;
+}
+
+/// `forward_int_run` for elements of `T`'s width; two's complement lets one wrapping add or
+/// subtract serve the signed and the unsigned type of that width.
+#[inline(always)]
+fn int_run<T: Elem>(
+    ops: &[Op],
+    ring: &[Slot; WINDOW_MAX],
+    mut k: u32,
+    fwd: &mut [u8],
+    out: &mut Results,
+) -> (u32, u64) {
+    let mut cur = T::load(fwd);
+    let mut ran = 0u64;
+    let mut old = [0u8; 8];
+    while k != NONE {
+        let s = &ring[k as usize & RING_MASK];
+        let op = &ops[s.op as usize];
+        let add = op.func == ops::FN_ADD;
+        let width = match op.elem {
+            ElemType::U64 | ElemType::I64 => 8,
+            ElemType::U32 | ElemType::I32 => 4,
+            _ => 0,
+        };
+        if op.kind != OpKind::UpdateS2S
+            || !(add || op.func == ops::FN_SUB)
+            || width != T::WIDTH
+            || op.arg.len() != T::WIDTH
+        {
+            break;
+        }
+        cur.store(&mut old[..T::WIDTH]);
+        out.finish_found(s.op as usize, &old[..T::WIDTH], op.no_return);
+        let d = T::load(op.arg);
+        cur = if add { cur.op_add(d) } else { cur.op_sub(d) };
+        ran += 1;
+        k = s.follow_next;
     }
-    if !op.no_return {
-        crate::op::push_small(out, fwd);
-    }
-    let add = op.func == ops::FN_ADD;
-    // Two's complement: one wrapping add or subtract serves signed and unsigned elements.
-    if width == 8 {
-        add_in_place::<u64>(fwd, op.arg, add);
-    } else {
-        add_in_place::<u32>(fwd, op.arg, add);
-    }
-    true
+    cur.store(fwd);
+    (k, ran)
 }
 
 /// Answers GET `op` (operation `i`) from its main-bucket probe; `false` when the probe could
@@ -248,14 +279,6 @@ fn finish_get(probe: MainProbe<'_>, op: &Op, i: usize, out: &mut Results) -> boo
         MainProbe::Elsewhere => return false,
     }
     true
-}
-
-/// `cur = cur + delta` (or `-`) in place, with the built-in functions' arithmetic.
-#[inline(always)]
-fn add_in_place<T: Elem>(cur: &mut [u8], delta: &[u8], add: bool) {
-    let (c, d) = (T::load(cur), T::load(delta));
-    let v = if add { c.op_add(d) } else { c.op_sub(d) };
-    v.store(cur);
 }
 
 /// The Redis-style string operations: the new value goes to `scratch`.
@@ -667,18 +690,19 @@ impl Pipeline<'_> {
         let mut dirty = false;
         let mut k = j as u32;
         while k != NONE {
+            if present {
+                let (next, ran) = forward_int_run(ops, &self.st.ring, k, self.fwd, out);
+                if ran > 0 {
+                    dirty = true;
+                    // The leader itself is not forwarded to.
+                    self.stats.forwarded += ran - u64::from(k == j as u32);
+                    k = next;
+                    continue;
+                }
+            }
             let i = self.st.ring[k as usize & RING_MASK].op as usize;
             let op = &ops[i];
             let start = out.mark();
-            if present && forward_scalar_int(op, self.fwd, out.buf()) {
-                dirty = true;
-                out.finish(i, Status::Ok, start);
-                if k != j as u32 {
-                    self.stats.forwarded += 1;
-                }
-                k = self.st.ring[(k as usize) & RING_MASK].follow_next;
-                continue;
-            }
             let cur = if present { Some(&self.fwd[..]) } else { None };
             let (status, effect) = apply(self.reg, op, cur, self.scratch, out.buf());
             match effect {
