@@ -355,7 +355,7 @@ impl Bucket {
             let pos = cand.trailing_zeros() as usize;
             cand &= cand - 1;
             let below = bitmap & ((1u64 << pos) - 1);
-            if below.count_ones() % 2 == 0
+            if below.count_ones().is_multiple_of(2)
                 && (bitmap >> pos).trailing_zeros() as usize == last
                 && crate::index::key_eq(&self.bytes[pos..pos + klen], key)
             {
