@@ -109,6 +109,10 @@ pub(crate) struct Station {
     rs_used: Vec<u16>,
     /// Ring positions of a read-only window whose GET needs more than the main bucket.
     deferred: Box<[u32; WINDOW_MAX]>,
+    /// Ring positions of the window's leaders in request order (stage 2 fills it): stage 3
+    /// visits only these, and prefetches a distance in leaders, not in positions.
+    leaders: Box<[u32; WINDOW_MAX]>,
+    leaders_len: usize,
 }
 
 impl Station {
@@ -123,6 +127,8 @@ impl Station {
             rs_head: Box::new([NONE; RS_SLOTS]),
             rs_used: Vec::with_capacity(WINDOW_MAX),
             deferred: Box::new([0; WINDOW_MAX]),
+            leaders: Box::new([0; WINDOW_MAX]),
+            leaders_len: 0,
         }
     }
 
@@ -404,29 +410,55 @@ impl Pipeline<'_> {
                 continue;
             }
             let cut = self.reserve(ops, base, end, out);
-            let n = cut - base;
-            let second = self.table.counts().chained_buckets > 0 || records;
-            const HALF: usize = PREFETCH_AHEAD / 2;
-            if second {
-                for p in 0..HALF.min(n) {
-                    self.prefetch_second(p, records);
-                }
-            }
-            for p in 0..n {
-                if p + PREFETCH_AHEAD < n {
-                    // Only leaders: a follower's bucket is its leader's, already on its way.
-                    let ahead = &self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK];
-                    if ahead.state == ST_LEADER {
-                        self.table.prefetch_bucket(ahead.hash);
-                    }
-                }
-                if second && p + HALF < n {
-                    self.prefetch_second(p + HALF, records);
-                }
-                self.retire(ops, p, out);
+            let nl = self.st.leaders_len;
+            // Every position leads (no same-key operation, no error): walk the positions
+            // themselves; otherwise the leader list, which skips followers.
+            if nl == cut - base {
+                self.retire_window(ops, nl, records, out, |_, li| li);
+            } else {
+                self.retire_window(ops, nl, records, out, |st, li| st.leaders[li] as usize);
             }
             self.st.clear();
             base = cut;
+        }
+    }
+
+    /// Stage 3 over the window's `nl` leaders, the `li`-th at ring position `leader(st, li)`:
+    /// each executes with its followers while main buckets are prefetched `PREFETCH_AHEAD`
+    /// leaders ahead and chained buckets and records half that.
+    #[inline(always)]
+    fn retire_window(
+        &mut self,
+        ops: &[Op],
+        nl: usize,
+        records: bool,
+        out: &mut Results,
+        leader: impl Fn(&Station, usize) -> usize,
+    ) {
+        let second = self.table.counts().chained_buckets > 0 || records;
+        const HALF: usize = PREFETCH_AHEAD / 2;
+        // Stage 1 prefetched the first positions; leaders among the first ones past them
+        // have not been.
+        for li in 0..PREFETCH_AHEAD.min(nl) {
+            let lp = leader(self.st, li);
+            if lp >= PREFETCH_AHEAD {
+                self.table.prefetch_bucket(self.st.ring[lp].hash);
+            }
+        }
+        if second {
+            for li in 0..HALF.min(nl) {
+                self.prefetch_second(leader(self.st, li), records);
+            }
+        }
+        for li in 0..nl {
+            if li + PREFETCH_AHEAD < nl {
+                let ahead = leader(self.st, li + PREFETCH_AHEAD);
+                self.table.prefetch_bucket(self.st.ring[ahead].hash);
+            }
+            if second && li + HALF < nl {
+                self.prefetch_second(leader(self.st, li + HALF), records);
+            }
+            self.retire(ops, leader(self.st, li), out);
         }
     }
 
@@ -512,6 +544,7 @@ impl Pipeline<'_> {
     fn reserve(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) -> usize {
         // The leader of the previous operation's key, if that operation entered the station.
         let mut prev_leader = NONE;
+        let mut nl = 0usize;
         for i in base..end {
             let p = (i - base) & RING_MASK;
             let op = &ops[i];
@@ -547,6 +580,7 @@ impl Pipeline<'_> {
             }
             if l != NONE && self.stall {
                 self.stats.stalls += 1;
+                self.st.leaders_len = nl;
                 return i;
             }
             self.stats.kinds[op.kind as usize].ops += 1;
@@ -569,32 +603,30 @@ impl Pipeline<'_> {
             }
             s.state = ST_LEADER;
             prev_leader = p as u32;
+            self.st.leaders[nl] = p as u32;
+            nl += 1;
             s.rs_next = self.st.rs_head[slot];
             if s.rs_next == NONE {
                 self.st.rs_used.push(slot as u16);
             }
             self.st.rs_head[slot] = p as u32;
         }
+        self.st.leaders_len = nl;
         end
     }
 
-    /// The chained bucket and records of ring position `p`'s key, if it leads a group (a
-    /// follower's key is its leader's).
+    /// The chained bucket and records of the key of the leader at ring position `p`.
     #[inline(always)]
     fn prefetch_second(&self, p: usize, records: bool) {
-        let s = &self.st.ring[p & RING_MASK];
-        if s.state == ST_LEADER {
-            self.table.prefetch_second(s.hash, records);
-        }
+        self.table
+            .prefetch_second(self.st.ring[p & RING_MASK].hash, records);
     }
 
-    /// Stage 3 for ring position `p`: a leader executes with its followers.
+    /// Stage 3 for the leader at ring position `p`: it executes with its followers.
     #[inline(always)]
     fn retire(&mut self, ops: &[Op], p: usize, out: &mut Results) {
         let p = p & RING_MASK;
-        if self.st.ring[p].state != ST_LEADER {
-            return;
-        }
+        debug_assert_eq!(self.st.ring[p].state, ST_LEADER);
         let s = self.st.ring[p];
         if s.follow_next == NONE {
             let i = s.op as usize;
