@@ -33,7 +33,7 @@ use crate::config::WINDOW_MAX;
 use crate::index::{key_eq, Access, Loc, MainProbe, Table};
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops::kernel::Elem;
-use crate::ops::{self, ElemType, FunctionRegistry};
+use crate::ops::{self, FunctionRegistry};
 use crate::stats::Stats;
 
 pub const RS_SLOTS: usize = 1024;
@@ -66,11 +66,6 @@ pub struct Limits {
     pub value_len_max: usize,
 }
 
-/// State of a ring position.
-const ST_FREE: u8 = 0;
-const ST_LEADER: u8 = 1;
-const ST_FOLLOWER: u8 = 2;
-
 /// One in-flight operation's bookkeeping (one ring position).
 #[derive(Clone, Copy)]
 struct Slot {
@@ -82,7 +77,6 @@ struct Slot {
     /// First follower of a leader / next follower of a follower.
     follow_next: u32,
     follow_tail: u32,
-    state: u8,
     /// Stage 1 found this operation's key equal to the previous operation's (a run on one
     /// key, such as a hot counter); stage 2 then takes the previous one's leader directly.
     same_key: bool,
@@ -94,7 +88,6 @@ const FREE_SLOT: Slot = Slot {
     rs_next: NONE,
     follow_next: NONE,
     follow_tail: NONE,
-    state: ST_FREE,
     same_key: false,
 };
 
@@ -252,14 +245,10 @@ fn int_run<T: Elem>(
         let s = &ring[k as usize & RING_MASK];
         let op = &ops[s.op as usize];
         let add = op.func == ops::FN_ADD;
-        let width = match op.elem {
-            ElemType::U64 | ElemType::I64 => 8,
-            ElemType::U32 | ElemType::I32 => 4,
-            _ => 0,
-        };
         if op.kind != OpKind::UpdateS2S
             || !(add || op.func == ops::FN_SUB)
-            || width != T::WIDTH
+            || op.elem.is_float()
+            || op.elem.width() != T::WIDTH
             || op.arg.len() != T::WIDTH
         {
             break;
@@ -548,7 +537,6 @@ impl Pipeline<'_> {
         for i in base..end {
             let p = (i - base) & RING_MASK;
             let op = &ops[i];
-            self.st.ring[p].state = ST_FREE;
             if let Err(e) = validate(op, &self.limits) {
                 self.stats.kinds[op.kind as usize].ops += 1;
                 self.stats.errors += 1;
@@ -589,7 +577,6 @@ impl Pipeline<'_> {
             s.follow_next = NONE;
             s.follow_tail = NONE;
             if l != NONE {
-                s.state = ST_FOLLOWER;
                 prev_leader = l;
                 let lu = l as usize & RING_MASK;
                 let tail = self.st.ring[lu].follow_tail;
@@ -601,7 +588,6 @@ impl Pipeline<'_> {
                 self.st.ring[lu].follow_tail = p as u32;
                 continue;
             }
-            s.state = ST_LEADER;
             prev_leader = p as u32;
             self.st.leaders[nl] = p as u32;
             nl += 1;
@@ -626,7 +612,6 @@ impl Pipeline<'_> {
     #[inline(always)]
     fn retire(&mut self, ops: &[Op], p: usize, out: &mut Results) {
         let p = p & RING_MASK;
-        debug_assert_eq!(self.st.ring[p].state, ST_LEADER);
         let s = self.st.ring[p];
         if s.follow_next == NONE {
             let i = s.op as usize;

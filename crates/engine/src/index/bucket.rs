@@ -861,7 +861,7 @@ mod tests {
 
     #[test]
     fn a_key_spanning_two_entries_is_not_found() {
-        // Entry "ab" -> "cd" is followed by "efgh" -> "ij": the six bytes "abcdef" start at an
+        // Entry "ab" -> "cd" is followed by "ef" -> "ghij": the six bytes "abcdef" start at an
         // entry start and end where a key ends, but they are no entry's key.
         let mut b = Bucket::default();
         b.push_inline(b"ab", b"cd").unwrap();
