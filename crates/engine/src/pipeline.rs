@@ -626,6 +626,20 @@ impl Pipeline<'_> {
                 c.line_reads += 1;
                 return;
             }
+            // A lone PUT over an inline value of the same length, the common replace: the
+            // value changes in place in the main bucket, with nothing to allocate or free.
+            if matches!(op.kind, OpKind::Put | OpKind::PutXx)
+                && self.table.replace_main_inline(op.key, s.hash, op.arg)
+            {
+                let c = &mut self.stats.kinds[op.kind as usize];
+                c.reads += 1;
+                c.line_reads += 1;
+                c.writes += 1;
+                c.line_writes += 1;
+                let m = out.mark();
+                out.finish(i, Status::Ok, m);
+                return;
+            }
             self.run_single(ops, i, s.hash, out);
         } else {
             self.run_group(ops, p, out);

@@ -294,6 +294,54 @@ fn report_counts_accesses_chains_and_utilization() {
 }
 
 #[test]
+fn replacing_an_inline_value_in_place_costs_one_read_and_one_write() {
+    let mut e = engine(8, 0.5, 51);
+    for i in 0..1000u32 {
+        e.put(&i.to_le_bytes(), b"vv").unwrap();
+    }
+    e.reset_stats();
+    let keys: Vec<[u8; 4]> = (0..1000u32).map(|i| i.to_le_bytes()).collect();
+    // Same length (rewritten in place), other lengths (moved within the bucket), replace-only
+    // puts of present and missing keys: every result and every stored value must be right.
+    let ops: Vec<Op> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| match i % 4 {
+            0 => Op::put(k, b"ab"),
+            1 => Op::put_xx(k, b"cd"),
+            2 => Op::put(k, b"efg"),
+            _ => Op::put_xx(k, b"h"),
+        })
+        .collect();
+    let missing = 5000u32.to_le_bytes();
+    let mut ops = ops;
+    ops.push(Op::put_xx(&missing, b"zz"));
+    let mut out = Results::default();
+    e.execute(&ops, &mut out);
+    for i in 0..1000 {
+        assert_eq!(out.status(i), Status::Ok, "op {i}");
+    }
+    assert_eq!(out.status(1000), Status::NotStored);
+    let r = e.report();
+    let p = r.stats.kind(OpKind::Put);
+    let x = r.stats.kind(OpKind::PutXx);
+    assert_eq!((p.ops, x.ops), (500, 501));
+    // Few keys in a large index: each replace reads and writes its main bucket's line once.
+    assert_eq!(
+        (p.reads, p.writes, p.line_reads, p.line_writes),
+        (500, 500, 500, 500)
+    );
+    assert_eq!((x.reads, x.writes), (501, 500));
+    for (i, k) in keys.iter().enumerate() {
+        let want: &[u8] = [b"ab".as_slice(), b"cd", b"efg", b"h"][i % 4];
+        assert_eq!(e.get(k).unwrap().as_deref(), Some(want), "key {i}");
+    }
+    assert_eq!(e.get(&missing).unwrap(), None);
+    assert_eq!(e.report().counts.kv_bytes, 250 * (6 + 6 + 7 + 5));
+    e.check_invariants();
+}
+
+#[test]
 fn redis_style_string_operations() {
     for mode in [ExecMode::Forward, ExecMode::Stall] {
         let mut e = engine(8, 0.5, 51);

@@ -319,6 +319,25 @@ impl Table {
         }
     }
 
+    /// Stage 3's shortcut for a lone PUT: when `key` is inline in its main bucket with a value
+    /// of `value`'s length, overwrites the value there (one line read, one line written) and
+    /// returns true. Otherwise changes nothing and returns false: the general path decides.
+    #[inline(always)]
+    pub fn replace_main_inline(&mut self, key: &[u8], h: u64, value: &[u8]) -> bool {
+        if key.len() >= self.inline_threshold {
+            return false;
+        }
+        let off = self.main_bucket(h);
+        let b = self.bucket_mut(off);
+        match b.find_inline(key) {
+            Some((pos, vlen)) if vlen == value.len() => {
+                b.replace_inline_value(pos, key.len(), value);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Finds `key` (whose hash is `h`). Always the first access of an operation.
     #[inline]
     pub fn lookup(&self, key: &[u8], h: u64, acc: &mut Access) -> Option<Loc> {
