@@ -125,6 +125,130 @@ unsafe fn read_random_lines(first_line: *const u8, lines: usize, duration: Durat
     reads as f64 / elapsed
 }
 
+/// Physical memory free right now (free pages; the page cache, which the kernel could also give
+/// back, is not counted, so this errs on the side of refusing), so callers can refuse a region
+/// that could only swap.
+pub fn available_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 (here: 0 bytes) when it cannot say.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_AVPHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages.max(0) as usize).saturating_mul(page.max(0) as usize)
+}
+
+/// How much core time one random line access costs when it is prefetched ahead and overlapped
+/// with computation, as a store's operation overlaps its bucket read with hashing and key
+/// comparison. Per iteration: `work` steps of a dependent multiply chain (the computation), and
+/// optionally one random line of the region, prefetched `OVERLAP_AHEAD` iterations ahead and
+/// read. A memory system that hides the access makes both loops equally fast; the difference is
+/// the access's cost that computation cannot hide (page walks, miss-queue stalls).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Overlap {
+    pub work_steps: u32,
+    /// Nanoseconds per iteration of the computation alone.
+    pub work_ns: f64,
+    /// Nanoseconds per iteration of the computation plus one prefetched random line read.
+    pub work_and_line_ns: f64,
+    /// `work_and_line_ns - work_ns`: the exposed cost of one line access.
+    pub exposed_line_ns: f64,
+}
+
+/// Iterations a line is prefetched ahead of its read in `overlap`.
+const OVERLAP_AHEAD: usize = 24;
+
+/// Measures `Overlap` for each of `works` over a fresh region of `bytes`, each loop for
+/// `seconds`, alternating the two loops three times and keeping each one's fastest run.
+///
+/// Panics as `line_reads_per_sec` does.
+pub fn overlap(bytes: usize, works: &[u32], seconds: f64) -> Vec<Overlap> {
+    assert!(
+        bytes >= LINE_BYTES,
+        "probe region of {bytes} bytes is below one line"
+    );
+    assert!(
+        seconds > 0.0 && seconds <= SECONDS_MAX,
+        "probe duration {seconds} s outside (0, {SECONDS_MAX}]"
+    );
+    let mapping = Mapping::new(bytes);
+    mapping.touch_every_page();
+    let lines = bytes / LINE_BYTES;
+    let each = Duration::from_secs_f64(seconds / 3.0);
+    works
+        .iter()
+        .map(|&work| {
+            let (mut alone, mut with) = (f64::MAX, f64::MAX);
+            for _ in 0..3 {
+                // SAFETY: the mapping is readable for `lines` whole lines and outlives the calls.
+                alone = alone.min(unsafe { overlap_loop(mapping.ptr, lines, work, false, each) });
+                with = with.min(unsafe { overlap_loop(mapping.ptr, lines, work, true, each) });
+            }
+            Overlap {
+                work_steps: work,
+                work_ns: alone,
+                work_and_line_ns: with,
+                exposed_line_ns: with - alone,
+            }
+        })
+        .collect()
+}
+
+/// One timed loop of `overlap`; returns nanoseconds per iteration.
+///
+/// # Safety
+/// `base` is readable for `lines * LINE_BYTES` bytes.
+unsafe fn overlap_loop(base: *const u8, lines: usize, work: u32, line: bool, d: Duration) -> f64 {
+    // Addresses are drawn ahead into a ring so the one prefetched and the one read agree.
+    let mut rng = XorShift64::new(0x2545_f491_4f6c_dd1d ^ lines as u64);
+    let mut ring = [0usize; OVERLAP_AHEAD];
+    for slot in ring.iter_mut() {
+        *slot = rng.below(lines) * LINE_BYTES;
+    }
+    let (mut y, mut sum, mut iters) = (1u64, 0u64, 0u64);
+    let start = Instant::now();
+    loop {
+        for i in 0..4096usize {
+            let slot = i % OVERLAP_AHEAD;
+            if line {
+                let ahead = rng.below(lines) * LINE_BYTES;
+                // SAFETY: `ring[slot]` and `ahead` are below `lines * LINE_BYTES`, inside the
+                // region; prefetch only hints.
+                let now = ring[slot];
+                prefetch(unsafe { base.add(ahead) });
+                sum = sum.wrapping_add(unsafe { base.add(now).read() } as u64);
+                ring[slot] = ahead;
+            }
+            for _ in 0..work {
+                y = opaque(y.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(1));
+            }
+        }
+        iters += 4096;
+        if start.elapsed() >= d {
+            break;
+        }
+    }
+    black_box((y, sum));
+    start.elapsed().as_nanos() as f64 / iters as f64
+}
+
+/// `x`, hidden from the optimizer at no cost on x86_64 (a register constraint, no memory
+/// round trip as `black_box` may make), so a chain of multiplies stays a chain.
+#[inline(always)]
+fn opaque(mut x: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: an empty asm block that only claims to read and write a register.
+    unsafe {
+        core::arch::asm!("/* {0} */", inout(reg) x, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        x = black_box(x);
+    }
+    x
+}
+
 /// Hints the CPU to pull the line at `ptr` into L1; a no-op off x86_64.
 #[inline(always)]
 fn prefetch(ptr: *const u8) {
@@ -256,6 +380,24 @@ mod tests {
         // SAFETY: 63 bytes from `start` stay within the 128-byte buffer, which is 8-aligned, so
         // `skip <= 56` and `skip + 1 + 63 <= 120`.
         unsafe { line_reads_per_sec_at(start, 63, 0.01) };
+    }
+
+    #[test]
+    fn overlap_times_the_computation_and_the_line_reads() {
+        let r = overlap(64 * MIB, &[0, 30], 0.3);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].work_steps, r[1].work_steps), (0, 30));
+        // A chain of 30 dependent multiplies takes at least 30 cycles (over 5 ns below 6 GHz),
+        // so the chain was not folded away; reading lines takes time of its own.
+        assert!(r[1].work_ns > 5.0, "{r:?}");
+        assert!(r[0].work_and_line_ns > 0.1, "{r:?}");
+        for o in &r {
+            assert!(
+                o.work_ns.is_finite() && o.work_and_line_ns.is_finite(),
+                "{o:?}"
+            );
+            assert_eq!(o.exposed_line_ns, o.work_and_line_ns - o.work_ns);
+        }
     }
 
     /// Prints the DRAM random-read ceiling: `cargo test --release -- --ignored --nocapture probe`.
