@@ -283,11 +283,10 @@ fn apply_string(
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> (Status, Effect) {
-    let cur = cur.unwrap_or(&[]);
     scratch.clear();
     let r = match op.kind {
         OpKind::Append => {
-            scratch.extend_from_slice(cur);
+            scratch.extend_from_slice(cur.unwrap_or(&[]));
             scratch.extend_from_slice(op.arg);
             Ok(())
         }

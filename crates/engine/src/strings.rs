@@ -50,16 +50,16 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
-/// `out` = decimal text of `cur + delta` (`delta` is an i64 LE in 8 bytes).
-pub fn incr_by(cur: &[u8], delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpError> {
+/// `out` = decimal text of `cur + delta` (`delta` is an i64 LE in 8 bytes). A missing key
+/// (`None`) counts as 0; a stored empty string is not an integer, as in Redis.
+pub fn incr_by(cur: Option<&[u8]>, delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpError> {
     let d = i64::from_le_bytes(delta.try_into().map_err(|_| OpError::WrongWidth {
         len: delta.len(),
         width: 8,
     })?);
-    let v = if cur.is_empty() {
-        0
-    } else {
-        parse_i64(cur).ok_or(OpError::NotAnInteger)?
+    let v = match cur {
+        None => 0,
+        Some(cur) => parse_i64(cur).ok_or(OpError::NotAnInteger)?,
     };
     let n = v.checked_add(d).ok_or(OpError::Overflow)?;
     use std::io::Write;
@@ -68,16 +68,16 @@ pub fn incr_by(cur: &[u8], delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpErro
 }
 
 /// `out` = text of `cur + delta` (`delta` is an f64 LE in 8 bytes), formatted as the shortest
-/// text that reads back to the same double (Redis prints up to 17 significant digits).
-pub fn incr_by_float(cur: &[u8], delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpError> {
+/// text that reads back to the same double (Redis prints up to 17 significant digits). A
+/// missing key counts as 0; a stored empty string is not a float.
+pub fn incr_by_float(cur: Option<&[u8]>, delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpError> {
     let d = f64::from_le_bytes(delta.try_into().map_err(|_| OpError::WrongWidth {
         len: delta.len(),
         width: 8,
     })?);
-    let v = if cur.is_empty() {
-        0.0
-    } else {
-        parse_f64(cur).ok_or(OpError::NotAFloat)?
+    let v = match cur {
+        None => 0.0,
+        Some(cur) => parse_f64(cur).ok_or(OpError::NotAFloat)?,
     };
     let n = v + d;
     if !n.is_finite() {
@@ -119,22 +119,35 @@ mod tests {
     #[test]
     fn increments() {
         let mut out = Vec::new();
-        incr_by(b"", &5i64.to_le_bytes(), &mut out).unwrap();
+        incr_by(None, &5i64.to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, b"5");
         out.clear();
-        incr_by(b"-3", &1i64.to_le_bytes(), &mut out).unwrap();
+        incr_by(Some(b"-3"), &1i64.to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, b"-2");
         out.clear();
         assert_eq!(
-            incr_by(b"9223372036854775807", &1i64.to_le_bytes(), &mut out),
+            incr_by(Some(b"9223372036854775807"), &1i64.to_le_bytes(), &mut out),
             Err(OpError::Overflow)
         );
         assert_eq!(
-            incr_by(b"abc", &1i64.to_le_bytes(), &mut out),
+            incr_by(Some(b"abc"), &1i64.to_le_bytes(), &mut out),
             Err(OpError::NotAnInteger)
         );
+        // A stored empty string is not a number (Redis: SET k "" then INCR k is an error);
+        // only a missing key starts from zero.
+        assert_eq!(
+            incr_by(Some(b""), &1i64.to_le_bytes(), &mut out),
+            Err(OpError::NotAnInteger)
+        );
+        assert_eq!(
+            incr_by_float(Some(b""), &1f64.to_le_bytes(), &mut out),
+            Err(OpError::NotAFloat)
+        );
         out.clear();
-        incr_by_float(b"10.5", &0.1f64.to_le_bytes(), &mut out).unwrap();
+        incr_by_float(None, &0.5f64.to_le_bytes(), &mut out).unwrap();
+        assert_eq!(out, b"0.5");
+        out.clear();
+        incr_by_float(Some(b"10.5"), &0.1f64.to_le_bytes(), &mut out).unwrap();
         assert_eq!(out, b"10.6");
     }
 }

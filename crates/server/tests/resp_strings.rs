@@ -90,6 +90,17 @@ fn counters_are_decimal_strings() {
         c.cmd(&["INCR", "s"]),
         Reply::Error("ERR value is not an integer or out of range".into())
     );
+    // An empty string is a value, not a missing key: Redis refuses to count from it.
+    assert_eq!(c.cmd(&["SET", "empty", ""]), ok());
+    assert_eq!(
+        c.cmd(&["INCR", "empty"]),
+        Reply::Error("ERR value is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["INCRBYFLOAT", "empty", "1"]),
+        Reply::Error("ERR value is not a valid float".into())
+    );
+    assert_eq!(c.cmd(&["GET", "empty"]), bulk(""));
     assert_eq!(c.cmd(&["SET", "big", "9223372036854775807"]), ok());
     assert_eq!(
         c.cmd(&["INCR", "big"]),
