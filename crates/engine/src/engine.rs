@@ -50,6 +50,8 @@ pub struct Engine {
     limits: Limits,
     mode: ExecMode,
     index_bytes: usize,
+    /// Run the x86-64-v3 build of the pipeline (the CPU has AVX2, BMI1/2, LZCNT, POPCNT).
+    wide: bool,
 }
 
 impl Engine {
@@ -137,6 +139,7 @@ impl Engine {
                 value_len_max: cfg.value_len_max,
             },
             mode: cfg.mode,
+            wide: crate::pipeline::wide_cpu(),
             index_bytes,
         })
     }
@@ -154,7 +157,25 @@ impl Engine {
             limits: self.limits,
             stall: self.mode == ExecMode::Stall,
         };
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is set only when the CPU has every feature `execute_wide` enables.
+            unsafe { p.execute_wide(ops, out) };
+            return;
+        }
         p.execute(ops, out);
+    }
+
+    /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),
+    /// which this CPU has, or the baseline x86-64 build.
+    pub fn wide_code(&self) -> bool {
+        self.wide
+    }
+
+    /// Runs the baseline x86-64 build of the pipeline even on a CPU that has the wider
+    /// instructions (tests compare both builds; `wide == true` on a CPU without them is ignored).
+    pub fn set_wide_code(&mut self, wide: bool) {
+        self.wide = wide && crate::pipeline::wide_cpu();
     }
 
     pub fn set_mode(&mut self, mode: ExecMode) {

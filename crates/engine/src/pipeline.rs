@@ -378,11 +378,41 @@ pub(crate) struct Pipeline<'e> {
     pub stall: bool,
 }
 
+/// Whether this CPU runs [`Pipeline::execute_wide`] (checked once per engine).
+pub(crate) fn wide_cpu() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("lzcnt")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 impl Pipeline<'_> {
     /// Runs a batch window by window. Stage 1 is a tight loop (hash, prefetch) so that the CPU's
     /// out-of-order window holds many of its cache and TLB misses at once; stages 2 and 3 then
     /// find their buckets in cache.
     pub(crate) fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        self.run_batch(ops, out);
+    }
+
+    /// [`Pipeline::execute`] compiled for x86-64-v3 (AVX2, BMI1/2, LZCNT, POPCNT): the whole
+    /// data path is inlined here, so the bucket search, hashing and bit scans use the wider
+    /// instructions. Callers check the CPU has them ([`wide_cpu`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    pub(crate) fn execute_wide(&mut self, ops: &[Op], out: &mut Results) {
+        self.run_batch(ops, out);
+    }
+
+    #[inline(always)]
+    fn run_batch(&mut self, ops: &[Op], out: &mut Results) {
         assert!(ops.len() < u32::MAX as usize, "batch too large");
         out.reset(ops.len());
         self.stats.batches += 1;

@@ -396,3 +396,27 @@ fn redis_style_string_operations() {
         e.check_invariants();
     }
 }
+
+#[test]
+fn the_wide_build_runs_where_the_cpu_has_it_and_can_be_turned_off() {
+    #[cfg(target_arch = "x86_64")]
+    let cpu = std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("lzcnt")
+        && std::arch::is_x86_feature_detected!("popcnt");
+    #[cfg(not(target_arch = "x86_64"))]
+    let cpu = false;
+    let mut e = engine(8, 0.5, 51);
+    assert_eq!(e.wide_code(), cpu);
+    // Both builds store and find the same things (the model tests compare them at length).
+    for wide in [true, false] {
+        e.set_wide_code(wide);
+        assert_eq!(e.wide_code(), wide && cpu);
+        let k = format!("key-{wide}");
+        e.put(k.as_bytes(), b"value").unwrap();
+        assert_eq!(e.get(k.as_bytes()).unwrap().as_deref(), Some(&b"value"[..]));
+    }
+    assert_eq!(e.get(b"key-true").unwrap().as_deref(), Some(&b"value"[..]));
+    e.check_invariants();
+}

@@ -652,11 +652,16 @@ impl Harness {
         let engines = MODES
             .iter()
             .map(|&mode| {
-                Engine::new(EngineConfig {
+                let mut e = Engine::new(EngineConfig {
                     mode,
                     ..cfg.clone()
                 })
-                .expect("engine")
+                .expect("engine");
+                // The Stall engine runs the baseline x86-64 build of the pipeline, the Forward
+                // one the x86-64-v3 build where the CPU has it: both are checked against the
+                // model and against each other.
+                e.set_wide_code(mode == ExecMode::Forward);
+                e
             })
             .collect();
         Harness {
