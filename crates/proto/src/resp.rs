@@ -74,9 +74,10 @@ pub use command::{
 };
 pub use error::ProtocolError;
 pub use error_text::{
-    err_db_index, err_nan_or_infinity, err_noauth, err_noproto, err_not_float, err_not_integer,
-    err_overflow, err_protocol, err_syntax, err_unknown_command, err_unknown_subcommand,
-    err_wrong_arity, err_wrong_type, err_wrongpass, UNKNOWN_COMMAND_TEXT_MAX,
+    err_db_index, err_decrement_overflow, err_nan_or_infinity, err_noauth, err_noproto,
+    err_not_float, err_not_integer, err_overflow, err_protocol, err_syntax, err_unknown_command,
+    err_unknown_subcommand, err_wrong_arity, err_wrong_type, err_wrongpass,
+    UNKNOWN_COMMAND_TEXT_MAX,
 };
 pub use reply::{
     parse_reply, Reply, REPLY_AGGREGATE_LEN_MAX, REPLY_BULK_LEN_MAX, REPLY_NESTING_MAX,

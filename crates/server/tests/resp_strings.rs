@@ -106,6 +106,16 @@ fn counters_are_decimal_strings() {
         c.cmd(&["INCR", "big"]),
         Reply::Error("ERR increment or decrement would overflow".into())
     );
+    // Negating i64::MIN overflows before the key is read; Redis says so in its own words.
+    assert_eq!(
+        c.cmd(&["DECRBY", "nokey", "-9223372036854775808"]),
+        Reply::Error("ERR decrement would overflow".into())
+    );
+    assert_eq!(c.cmd(&["EXISTS", "nokey"]), Reply::Integer(0));
+    assert_eq!(
+        c.cmd(&["INCRBY", "big", "-9223372036854775808"]),
+        Reply::Integer(-1)
+    );
     assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "10.5"]), bulk("10.5"));
     assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "0.1"]), bulk("10.6"));
     assert_eq!(c.cmd(&["APPEND", "s", "def"]), Reply::Integer(6));

@@ -35,6 +35,12 @@ pub const fn err_overflow() -> &'static str {
     "ERR increment or decrement would overflow"
 }
 
+/// DECRBY of -9223372036854775808, whose negation does not fit an i64 (Redis 7 checks this
+/// before it reads the key).
+pub const fn err_decrement_overflow() -> &'static str {
+    "ERR decrement would overflow"
+}
+
 /// INCRBYFLOAT whose result is not finite.
 pub const fn err_nan_or_infinity() -> &'static str {
     "ERR increment would produce NaN or Infinity"

@@ -68,7 +68,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             Some(d) if name == "incrby" => incr(p, a[1], d),
             Some(d) => match d.checked_neg() {
                 Some(d) => incr(p, a[1], d),
-                None => error(p, v, resp::err_overflow()),
+                None => error(p, v, resp::err_decrement_overflow()),
             },
             None => error(p, v, resp::err_not_integer()),
         },
