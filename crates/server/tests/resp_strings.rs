@@ -63,7 +63,15 @@ fn multi_key_commands_cross_shards() {
         c.cmd(&["EXISTS", "key:10", "key:0", "key:11"]),
         Reply::Integer(2)
     );
-    assert_eq!(c.cmd(&["FLUSHALL"]), ok());
+    // Only ASYNC or SYNC may follow FLUSHALL/FLUSHDB; anything else flushes nothing.
+    for bad in [&["FLUSHALL", "bogus"][..], &["FLUSHDB", "ASYNC", "SYNC"]] {
+        assert_eq!(c.cmd(bad), Reply::Error("ERR syntax error".into()));
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Integer(40));
+    assert_eq!(c.cmd(&["FLUSHDB", "sync"]), ok());
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Integer(0));
+    assert_eq!(c.cmd(&["SET", "a", "1"]), ok());
+    assert_eq!(c.cmd(&["FLUSHALL", "Async"]), ok());
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Integer(0));
     assert_eq!(
         c.cmd(&["MSET", "a"]),

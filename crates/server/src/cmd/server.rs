@@ -37,6 +37,15 @@ pub fn plan(
         "command" => command(p, v, a),
         "client" if n >= 2 => client(p, s, a),
         "config" if n >= 2 => config(p, v, a),
+        // FLUSHALL/FLUSHDB [ASYNC | SYNC]: anything else is a syntax error, as in Redis.
+        "flushall" | "flushdb"
+            if n > 2
+                || (n == 2
+                    && !a[1].eq_ignore_ascii_case(b"async")
+                    && !a[1].eq_ignore_ascii_case(b"sync")) =>
+        {
+            error(p, v, resp::err_syntax())
+        }
         "info" | "dbsize" | "flushall" | "flushdb" => Planned::Barrier,
         "ping" | "echo" | "select" | "auth" | "client" | "config" => arity(p, v, name),
         _ => return None,
