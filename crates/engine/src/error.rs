@@ -36,6 +36,8 @@ pub enum OpError {
     NotAFloat,
     #[error("increment or decrement would overflow")]
     Overflow,
+    #[error("increment would produce NaN or Infinity")]
+    NanOrInfinity,
 }
 
 impl OpError {
@@ -57,6 +59,7 @@ impl OpError {
             OpError::NotAnInteger => 13,
             OpError::NotAFloat => 14,
             OpError::Overflow => 15,
+            OpError::NanOrInfinity => 16,
         }
     }
 }

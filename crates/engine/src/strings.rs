@@ -6,8 +6,9 @@ use crate::error::OpError;
 
 /// Longest decimal string of an i64 ("-9223372036854775808").
 const I64_DECIMAL_LEN_MAX: usize = 20;
-/// Longest string accepted as a float (Redis' limit for INCRBYFLOAT operands is similar).
-const FLOAT_TEXT_LEN_MAX: usize = 5120;
+/// Longest string accepted as a float: Redis' string2ld refuses 5120 bytes
+/// (MAX_LONG_DOUBLE_CHARS) and more.
+const FLOAT_TEXT_LEN_MAX: usize = 5119;
 
 /// Parses a decimal i64 the way Redis' string2ll does.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
@@ -37,7 +38,11 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     Some(v)
 }
 
-/// Parses a float as Redis' INCRBYFLOAT accepts it (no spaces, finite).
+/// Parses a float as Redis' INCRBYFLOAT accepts it (strtold's syntax, no spaces): NaN is
+/// refused, and so is a numeral too large for the type, but "inf", "-infinity" and the like are
+/// read as infinities, which then make the sum infinite (`OpError::NanOrInfinity`), as in
+/// Redis. Differences left: Redis reads into a long double, so 1e400 is a number there, and
+/// strtold also reads hexadecimal floats ("0x1p3").
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if s.is_empty()
         || s.len() > FLOAT_TEXT_LEN_MAX
@@ -47,7 +52,7 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
         return None;
     }
     let v: f64 = std::str::from_utf8(s).ok()?.parse().ok()?;
-    v.is_finite().then_some(v)
+    (v.is_finite() || (v.is_infinite() && !s.iter().any(u8::is_ascii_digit))).then_some(v)
 }
 
 /// `out` = decimal text of `cur + delta` (`delta` is an i64 LE in 8 bytes). A missing key
@@ -69,7 +74,8 @@ pub fn incr_by(cur: Option<&[u8]>, delta: &[u8], out: &mut Vec<u8>) -> Result<()
 
 /// `out` = text of `cur + delta` (`delta` is an f64 LE in 8 bytes), formatted as the shortest
 /// text that reads back to the same double (Redis prints up to 17 significant digits). A
-/// missing key counts as 0; a stored empty string is not a float.
+/// missing key counts as 0; a stored empty string is not a float. A sum that is not finite
+/// (an infinite operand) is `NanOrInfinity` and stores nothing.
 pub fn incr_by_float(cur: Option<&[u8]>, delta: &[u8], out: &mut Vec<u8>) -> Result<(), OpError> {
     let d = f64::from_le_bytes(delta.try_into().map_err(|_| OpError::WrongWidth {
         len: delta.len(),
@@ -81,7 +87,7 @@ pub fn incr_by_float(cur: Option<&[u8]>, delta: &[u8], out: &mut Vec<u8>) -> Res
     };
     let n = v + d;
     if !n.is_finite() {
-        return Err(OpError::NotAFloat);
+        return Err(OpError::NanOrInfinity);
     }
     use std::io::Write;
     write!(out, "{n}").expect("writing to a Vec cannot fail");
@@ -113,7 +119,19 @@ mod tests {
         }
         assert_eq!(parse_f64(b"1.5"), Some(1.5));
         assert_eq!(parse_f64(b" 1.5"), None);
-        assert_eq!(parse_f64(b"inf"), None);
+        // Infinity literals are floats to Redis (strtold), NaN and overflowing numerals not.
+        assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"-Infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"+INF"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b"1e400"), None);
+        assert_eq!(parse_f64(b"-1e400"), None);
+        // 5119 bytes is Redis' longest float text.
+        let mut long = vec![b'0'; 5118];
+        long.push(b'1');
+        assert_eq!(parse_f64(&long), Some(1.0));
+        long.insert(0, b'0');
+        assert_eq!(parse_f64(&long), None);
     }
 
     #[test]
@@ -141,6 +159,27 @@ mod tests {
         );
         assert_eq!(
             incr_by_float(Some(b""), &1f64.to_le_bytes(), &mut out),
+            Err(OpError::NotAFloat)
+        );
+        // An infinite operand, stored or given, is a float but makes the sum infinite.
+        assert_eq!(
+            incr_by_float(Some(b"1"), &f64::INFINITY.to_le_bytes(), &mut out),
+            Err(OpError::NanOrInfinity)
+        );
+        assert_eq!(
+            incr_by_float(Some(b"-inf"), &1f64.to_le_bytes(), &mut out),
+            Err(OpError::NanOrInfinity)
+        );
+        assert_eq!(
+            incr_by_float(Some(b"inf"), &f64::NEG_INFINITY.to_le_bytes(), &mut out),
+            Err(OpError::NanOrInfinity)
+        );
+        assert_eq!(
+            incr_by_float(Some(b"1e308"), &1e308f64.to_le_bytes(), &mut out),
+            Err(OpError::NanOrInfinity)
+        );
+        assert_eq!(
+            incr_by_float(Some(b"nan"), &1f64.to_le_bytes(), &mut out),
             Err(OpError::NotAFloat)
         );
         out.clear();

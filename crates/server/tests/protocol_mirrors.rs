@@ -55,9 +55,11 @@ fn function_ids_and_statuses_agree() {
     assert_eq!(status::ERR_NOT_AN_INTEGER, OpError::NotAnInteger.code());
     assert_eq!(status::ERR_NOT_A_FLOAT, OpError::NotAFloat.code());
     assert_eq!(status::ERR_OVERFLOW, OpError::Overflow.code());
+    assert_eq!(status::ERR_NAN_OR_INFINITY, OpError::NanOrInfinity.code());
     // Status bit 6 means "data follows" on the wire, so engine error codes must stay below 64.
     for e in [
         OpError::Overflow,
+        OpError::NanOrInfinity,
         OpError::NotAFloat,
         OpError::NotAnInteger,
         OpError::OutOfMemory,

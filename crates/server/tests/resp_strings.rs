@@ -124,6 +124,23 @@ fn counters_are_decimal_strings() {
         c.cmd(&["INCRBY", "big", "-9223372036854775808"]),
         Reply::Integer(-1)
     );
+    // Infinity is a float to Redis; the sum it makes is refused with a text of its own.
+    for inc in ["inf", "-Infinity", "+INF"] {
+        assert_eq!(
+            c.cmd(&["INCRBYFLOAT", "f", inc]),
+            Reply::Error("ERR increment would produce NaN or Infinity".into())
+        );
+    }
+    assert_eq!(
+        c.cmd(&["INCRBYFLOAT", "f", "nan"]),
+        Reply::Error("ERR value is not a valid float".into())
+    );
+    assert_eq!(c.cmd(&["SET", "inf", "inf"]), ok());
+    assert_eq!(
+        c.cmd(&["INCRBYFLOAT", "inf", "1"]),
+        Reply::Error("ERR increment would produce NaN or Infinity".into())
+    );
+    assert_eq!(c.cmd(&["EXISTS", "f"]), Reply::Integer(0));
     assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "10.5"]), bulk("10.5"));
     assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "0.1"]), bulk("10.6"));
     assert_eq!(c.cmd(&["APPEND", "s", "def"]), Reply::Integer(6));

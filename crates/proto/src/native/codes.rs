@@ -267,10 +267,12 @@ pub mod status {
     pub const ERR_USER_FUNCTION: u8 = 12;
     /// incr_by on a value that is not a decimal integer.
     pub const ERR_NOT_AN_INTEGER: u8 = 13;
-    /// incr_by_float on a value that is not a decimal float, or a result that is not finite.
+    /// incr_by_float on a value that is not a decimal float.
     pub const ERR_NOT_A_FLOAT: u8 = 14;
     /// incr_by would overflow an i64.
     pub const ERR_OVERFLOW: u8 = 15;
+    /// incr_by_float whose result is not finite (an operand is infinite or the sum overflows).
+    pub const ERR_NAN_OR_INFINITY: u8 = 16;
 
     /// The status of error `code`.
     pub const fn error(code: u8) -> u8 {
@@ -305,6 +307,7 @@ pub mod status {
                 ERR_NOT_AN_INTEGER => "value is not an integer or out of range",
                 ERR_NOT_A_FLOAT => "value is not a valid float",
                 ERR_OVERFLOW => "increment or decrement would overflow",
+                ERR_NAN_OR_INFINITY => "increment would produce NaN or Infinity",
                 _ => "unknown error",
             },
             _ => "unknown status",

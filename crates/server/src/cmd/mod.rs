@@ -79,6 +79,7 @@ pub fn op_error_text(e: &OpError) -> String {
         OpError::NotAnInteger => resp::err_not_integer().to_string(),
         OpError::NotAFloat => resp::err_not_float().to_string(),
         OpError::Overflow => resp::err_overflow().to_string(),
+        OpError::NanOrInfinity => resp::err_nan_or_infinity().to_string(),
         OpError::OutOfMemory => {
             "OOM command not allowed when used memory > 'maxmemory'.".to_string()
         }

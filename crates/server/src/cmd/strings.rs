@@ -73,11 +73,8 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             None => error(p, v, resp::err_not_integer()),
         },
         "incrbyfloat" if n == 3 => {
-            match std::str::from_utf8(a[2])
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .filter(|d| d.is_finite())
-            {
+            // The engine's parser: an infinite increment passes, and the sum then fails.
+            match directkv_engine::strings::parse_f64(a[2]) {
                 Some(d) => {
                     let op = p.op(&Op::incr_by_float(a[1], &d.to_le_bytes()));
                     p.recipes.push(Recipe::Data { op });
