@@ -19,6 +19,38 @@ fn connection_commands() {
     );
     assert_eq!(c.cmd(&["CLIENT", "SETNAME", "me"]), ok());
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), bulk("me"));
+    // Redis' rules: printable ASCII names, "" removes the name, subcommand arities.
+    assert_eq!(
+        c.cmd(&["CLIENT", "SETNAME", "a b"]),
+        Reply::Error(
+            "ERR Client names cannot contain spaces, newlines or special characters.".into()
+        )
+    );
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), bulk("me"));
+    assert_eq!(
+        c.cmd(&["CLIENT", "GETNAME", "x"]),
+        Reply::Error("ERR wrong number of arguments for 'client|getname' command".into())
+    );
+    assert_eq!(
+        c.cmd(&["CLIENT", "SETNAME"]),
+        Reply::Error("ERR wrong number of arguments for 'client|setname' command".into())
+    );
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", ""]), ok());
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), Reply::Bulk(None));
+    // Without requirepass the "default" user takes any password; there are no other users.
+    assert_eq!(
+        c.cmd(&["AUTH", "pw"]),
+        Reply::Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".into())
+    );
+    assert_eq!(c.cmd(&["AUTH", "default", "pw"]), ok());
+    assert_eq!(
+        c.cmd(&["AUTH", "someone", "pw"]),
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        c.cmd(&["AUTH", "a", "b", "c"]),
+        Reply::Error("ERR syntax error".into())
+    );
     match c.cmd(&["CONFIG", "GET", "appendonly"]) {
         Reply::Array(Some(v)) => assert_eq!(v, vec![bulk("appendonly"), bulk("no")]),
         r => panic!("{r:?}"),
@@ -76,8 +108,23 @@ fn requirepass_gates_commands() {
         c.cmd(&["AUTH", "bad"]),
         Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
     );
+    assert_eq!(
+        c.cmd(&["AUTH", "someone", "pw"]),
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "3", "AUTH", "someone", "pw"]),
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        c.cmd(&["GET", "k"]),
+        Reply::Error("NOAUTH Authentication required.".into())
+    );
     assert_eq!(c.cmd(&["AUTH", "pw"]), ok());
     assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["AUTH", "default", "pw"]), ok());
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
     srv.stop();
 }
 

@@ -32,7 +32,9 @@ pub fn plan(
             Some(_) => error(p, v, resp::err_db_index()),
             None => error(p, v, resp::err_not_integer()),
         },
-        "auth" if n == 2 || n == 3 => auth(p, s, a[n - 1], requirepass),
+        "auth" if n == 2 => auth(p, s, None, a[1], requirepass),
+        "auth" if n == 3 => auth(p, s, Some(a[1]), a[2], requirepass),
+        "auth" if n > 3 => error(p, v, resp::err_syntax()),
         "hello" => hello(p, s, a, requirepass),
         "command" => command(p, v, a),
         "client" if n >= 2 => client(p, s, a),
@@ -62,16 +64,39 @@ fn bulk(p: &mut Pending, v: Version, b: &[u8]) -> Planned {
     Planned::Queued
 }
 
-fn auth(p: &mut Pending, s: &mut Session, pass: &[u8], requirepass: Option<&str>) -> Planned {
+/// Redis' one user, "default", takes any password when there is no `requirepass` (it is
+/// "nopass") and that password otherwise; other user names are unknown.
+fn password_ok(user: Option<&[u8]>, pass: &[u8], requirepass: Option<&str>) -> bool {
+    user.is_none_or(|u| u == b"default") && requirepass.is_none_or(|want| want.as_bytes() == pass)
+}
+
+/// AUTH [username] password
+fn auth(
+    p: &mut Pending,
+    s: &mut Session,
+    user: Option<&[u8]>,
+    pass: &[u8],
+    requirepass: Option<&str>,
+) -> Planned {
     let v = s.version;
-    match requirepass {
-        None => error(p, v, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
-        Some(want) if want.as_bytes() == pass => {
-            s.authenticated = true;
-            ok_text(p, v, "OK")
-        }
-        Some(_) => error(p, v, resp::err_wrongpass()),
+    if user.is_none() && requirepass.is_none() {
+        return error(p, v, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
     }
+    if password_ok(user, pass, requirepass) {
+        s.authenticated = true;
+        ok_text(p, v, "OK")
+    } else {
+        error(p, v, resp::err_wrongpass())
+    }
+}
+
+/// Redis' rule for connection names: printable ASCII without spaces; "" removes the name.
+fn set_name(s: &mut Session, name: &[u8]) -> Result<(), &'static str> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err("ERR Client names cannot contain spaces, newlines or special characters.");
+    }
+    s.name = (!name.is_empty()).then(|| name.to_vec());
+    Ok(())
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]]
@@ -88,15 +113,18 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
     while i < a.len() {
         match String::from_utf8_lossy(a[i]).to_ascii_lowercase().as_str() {
             "auth" if i + 2 < a.len() => {
-                match requirepass {
-                    Some(want) if want.as_bytes() == a[i + 2] => s.authenticated = true,
-                    Some(_) => return error(p, s.version, resp::err_wrongpass()),
-                    None => {}
+                if !password_ok(Some(a[i + 1]), a[i + 2], requirepass) {
+                    return error(p, s.version, resp::err_wrongpass());
+                }
+                if requirepass.is_some() {
+                    s.authenticated = true;
                 }
                 i += 3;
             }
             "setname" if i + 1 < a.len() => {
-                s.name = Some(a[i + 1].to_vec());
+                if let Err(e) = set_name(s, a[i + 1]) {
+                    return error(p, s.version, e);
+                }
                 i += 2;
             }
             _ => return error(p, s.version, resp::err_syntax()),
@@ -145,13 +173,14 @@ fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
 
 fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
     let v = s.version;
-    match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
-        "setname" if a.len() == 3 => {
-            s.name = Some(a[2].to_vec());
-            ok_text(p, v, "OK")
-        }
+    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "setname" if a.len() == 3 => match set_name(s, a[2]) {
+            Ok(()) => ok_text(p, v, "OK"),
+            Err(e) => error(p, v, e),
+        },
         "setinfo" if a.len() == 4 => ok_text(p, v, "OK"),
-        "getname" => {
+        "getname" if a.len() == 2 => {
             let name = s.name.clone();
             p.immediate(|o| match &name {
                 Some(n) => RespWriter::new(o, v).bulk(n),
@@ -159,10 +188,11 @@ fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
             });
             Planned::Queued
         }
-        "id" => {
+        "id" if a.len() == 2 => {
             p.immediate(|o| RespWriter::new(o, v).integer(1));
             Planned::Queued
         }
+        "setname" | "setinfo" | "getname" | "id" => arity(p, v, &format!("client|{sub}")),
         _ => {
             let msg = resp::err_unknown_subcommand("CLIENT", a[1]);
             error(p, v, &msg)
