@@ -195,7 +195,14 @@ async fn parse_commands(
                 count += 1;
                 ctx.stats.commands.fetch_add(1, Ordering::Relaxed);
                 let a: Vec<&[u8]> = command.iter().collect();
+                let version = session.version;
                 match cmd::plan(pending, session, &a, requirepass) {
+                    // HELLO switched the protocol: the replies planned before it (its own is
+                    // already encoded) are rendered in the protocol they were asked in.
+                    Planned::Queued if session.version != version => {
+                        run(ctx, pending, version, out).await;
+                        pending.clear();
+                    }
                     Planned::Queued => {}
                     Planned::Barrier => {
                         run(ctx, pending, session.version, out).await;

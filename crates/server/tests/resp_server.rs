@@ -91,6 +91,30 @@ fn hello_switches_to_resp3() {
 }
 
 #[test]
+fn pipelined_hello_changes_the_protocol_of_later_replies_only() {
+    let srv = start(2);
+    let mut c = Client::connect(&srv);
+    let mut bytes = Vec::new();
+    for cmd in [
+        &["GET", "missing"][..],
+        &["HELLO", "3"],
+        &["GET", "missing"],
+        &["HELLO", "2"],
+        &["GET", "missing"],
+    ] {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        directkv_proto::resp::encode_command(&a, &mut bytes);
+    }
+    c.send_raw(&bytes);
+    assert_eq!(c.read(), Reply::Bulk(None));
+    assert!(matches!(c.read(), Reply::Map(_)));
+    assert_eq!(c.read(), Reply::Null);
+    assert!(matches!(c.read(), Reply::Array(Some(_))));
+    assert_eq!(c.read(), Reply::Bulk(None));
+    srv.stop();
+}
+
+#[test]
 fn requirepass_gates_commands() {
     let srv = start_with(ServerConfig {
         port: 0,
