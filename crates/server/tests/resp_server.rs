@@ -85,8 +85,40 @@ fn hello_switches_to_resp3() {
     assert_eq!(c.cmd(&["GET", "missing"]), Reply::Null);
     assert_eq!(
         c.cmd(&["HELLO", "4"]),
-        Reply::Error("NOPROTO sorry, this protocol version is not supported".into())
+        Reply::Error("NOPROTO unsupported protocol version".into())
     );
+    // Redis 7's other HELLO errors; these change nothing.
+    assert_eq!(
+        c.cmd(&["HELLO", "x"]),
+        Reply::Error("ERR Protocol version is not an integer or out of range".into())
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "2", "Bogus"]),
+        Reply::Error("ERR Syntax error in HELLO option 'Bogus'".into())
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "2", "Bad\0rest"]),
+        Reply::Error("ERR Syntax error in HELLO option 'Bad'".into())
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "2", "AUTH", "default"]),
+        Reply::Error("ERR Syntax error in HELLO option 'AUTH'".into())
+    );
+    assert_eq!(c.cmd(&["GET", "missing"]), Reply::Null);
+    match c.cmd(&["HELLO", "2", "AUTH", "default", "any", "SETNAME", "me"]) {
+        Reply::Array(Some(v)) => assert!(v.contains(&bulk("proto"))),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), bulk("me"));
+    // Options take effect in turn: a bad one keeps the name set before it, not the protocol.
+    assert_eq!(
+        c.cmd(&["HELLO", "3", "SETNAME", "ok", "SETNAME", "a b"]),
+        Reply::Error(
+            "ERR Client names cannot contain spaces, newlines or special characters.".into()
+        )
+    );
+    assert_eq!(c.cmd(&["GET", "missing"]), Reply::Bulk(None));
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), bulk("ok"));
     srv.stop();
 }
 
@@ -139,6 +171,10 @@ fn requirepass_gates_commands() {
     assert_eq!(
         c.cmd(&["HELLO", "3", "AUTH", "someone", "pw"]),
         Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        c.cmd(&["HELLO", "3"]),
+        Reply::Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into())
     );
     assert_eq!(
         c.cmd(&["GET", "k"]),

@@ -62,7 +62,7 @@ pub const fn err_wrongpass() -> &'static str {
 
 /// HELLO with a protocol version other than 2 or 3.
 pub const fn err_noproto() -> &'static str {
-    "NOPROTO sorry, this protocol version is not supported"
+    "NOPROTO unsupported protocol version"
 }
 
 /// SELECT of a database other than 0.

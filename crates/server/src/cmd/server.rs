@@ -90,9 +90,10 @@ fn auth(
     }
 }
 
-/// Redis' rule for connection names: printable ASCII without spaces; "" removes the name.
+/// Sets the connection's name if Redis would take it (printable ASCII without spaces); ""
+/// removes the name.
 fn set_name(s: &mut Session, name: &[u8]) -> Result<(), &'static str> {
-    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+    if name.iter().any(|b| !(b'!'..=b'~').contains(b)) {
         return Err("ERR Client names cannot contain spaces, newlines or special characters.");
     }
     s.name = (!name.is_empty()).then(|| name.to_vec());
@@ -106,9 +107,15 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
         version = match super::parse_int(a[1]) {
             Some(2) => Version::Resp2,
             Some(3) => Version::Resp3,
-            _ => return error(p, s.version, resp::err_noproto()),
+            Some(_) => return error(p, s.version, resp::err_noproto()),
+            None => {
+                let msg = "ERR Protocol version is not an integer or out of range";
+                return error(p, s.version, msg);
+            }
         };
     }
+    // As Redis 7.0 does, options take effect one by one: an error keeps what came before it
+    // (a name set, a login) and leaves the protocol as it was.
     let mut i = 2;
     while i < a.len() {
         match String::from_utf8_lossy(a[i]).to_ascii_lowercase().as_str() {
@@ -116,9 +123,7 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
                 if !password_ok(Some(a[i + 1]), a[i + 2], requirepass) {
                     return error(p, s.version, resp::err_wrongpass());
                 }
-                if requirepass.is_some() {
-                    s.authenticated = true;
-                }
+                s.authenticated = true;
                 i += 3;
             }
             "setname" if i + 1 < a.len() => {
@@ -127,11 +132,19 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
                 }
                 i += 2;
             }
-            _ => return error(p, s.version, resp::err_syntax()),
+            _ => {
+                // Redis prints the option as a C string: it ends at a NUL byte.
+                let opt = a[i].split(|&b| b == 0).next().unwrap_or_default();
+                let msg = format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(opt)
+                );
+                return error(p, s.version, &msg);
+            }
         }
     }
     if requirepass.is_some() && !s.authenticated {
-        return error(p, s.version, resp::err_noauth());
+        return error(p, s.version, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     s.version = version;
     p.immediate(|o| {
