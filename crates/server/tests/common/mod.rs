@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
@@ -31,13 +31,30 @@ pub struct Client {
 
 impl Client {
     pub fn connect(server: &Server) -> Client {
-        let s = TcpStream::connect(server.addr()).expect("connect");
+        Client::connect_addr(server.addr())
+    }
+
+    /// A client of any RESP server (the differential test also talks to redis-server).
+    pub fn connect_addr(addr: SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Client { s, buf: Vec::new() }
     }
 
+    /// A second handle on the socket, to write from another thread while this one reads.
+    pub fn writer(&self) -> TcpStream {
+        self.s.try_clone().expect("clone the socket")
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.s.write_all(bytes).unwrap();
+    }
+
+    /// Sends one command with binary arguments without waiting for its reply.
+    pub fn send(&mut self, args: &[&[u8]]) {
+        let mut out = Vec::new();
+        encode_command(args, &mut out);
+        self.send_raw(&out);
     }
 
     pub fn cmd(&mut self, args: &[&str]) -> Reply {

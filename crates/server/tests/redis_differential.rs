@@ -1,0 +1,782 @@
+//! Differential test: random command sequences sent to directkv and to a real redis-server, the
+//! replies compared by type and content, error replies by their whole text (directkv copies
+//! Redis' texts).
+//!
+//! Commands: the ones both implement — GET SET [NX|XX|GET] GETSET GETDEL DEL UNLINK EXISTS MGET
+//! MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN APPEND PING ECHO DBSIZE FLUSHALL FLUSHDB
+//! SELECT AUTH HELLO CLIENT GETNAME|SETNAME — over a dozen keys so that commands collide, with
+//! values at the parsers' edges ("", the i64 limits and one past them, floats, text, binary
+//! bytes, long values up to 165 kB), wrong arities and bad options. Commands go in pipelines of
+//! random length (a few hundred now and then), so directkv plans several in one batch, some as
+//! inline commands with quoted and escaped arguments, over RESP2 and RESP3, on one and on
+//! several shards. HELLO replies name the server, so successful ones are compared by protocol
+//! only. Seeds are fixed; `DKV_DIFF_SEED=n` (and `DKV_DIFF_COMMANDS=n`) runs another round.
+//!
+//! Deliberate differences, never generated:
+//! - SET's expiry options (EX PX EXAT PXAT KEEPTTL): directkv has no expiry and refuses them
+//!   with its own error.
+//! - The empty key and keys over `key_len_max` (250 bytes), values over `value_len_max`
+//!   (1 MiB): engine limits; Redis takes them.
+//! - SELECT of a database other than 0: directkv has one database.
+//!
+//! Normalised: INCRBYFLOAT results (`floats_agree`). Redis adds in x87 `long double` (64-bit
+//! mantissa) and prints the sum with `%.17Lf`, trailing zeros trimmed; directkv adds in f64 and
+//! prints the shortest text that reads back. The same sum can print differently (0.1 + 0.2 is
+//! "0.3" in Redis, "0.30000000000000004" in directkv; 2^63 - 1 + 1 is "9223372036854775808" and
+//! "9223372036854776000"), so a float reply counts as equal when it is numerically within
+//! rounding of Redis', and the key is then set to Redis' text on directkv so that the two stay
+//! in step. Magnitudes that only a long double holds (1e400, 1e308 + 1e308) and hex floats,
+//! which strtold reads and Rust does not, are not generated.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{start, Client};
+use directkv_proto::resp::{encode_command, Reply};
+
+/// Commands per round, and the rounds: (seed, directkv shards, RESP3).
+const COMMANDS_PER_ROUND: usize = 12_000;
+/// `DKV_DIFF_COMMANDS=n` runs longer rounds.
+fn commands_per_round() -> usize {
+    std::env::var("DKV_DIFF_COMMANDS").map_or(COMMANDS_PER_ROUND, |n| n.parse().expect("a count"))
+}
+const ROUNDS: [(u64, usize, bool); 3] = [(1, 3, false), (2, 1, true), (3, 4, false)];
+/// Longest pipeline sent before reading the replies.
+const PIPELINE_MAX: usize = 24;
+/// Longest of the occasional long pipelines, past 100 commands.
+const PIPELINE_LONG_MAX: usize = 900;
+/// Differences listed before the test gives up.
+const DIFFERENCES_MAX: usize = 25;
+
+// ---- redis-server ------------------------------------------------------------------------
+
+/// A redis-server child process, killed by its process id when dropped.
+struct Redis {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().unwrap().port()
+}
+
+/// Starts redis-server on a free loopback port, or `None` (after a loud message) when it is not
+/// installed and CI is not set; under CI a missing redis-server fails the test.
+fn start_redis() -> Option<Redis> {
+    if let Err(e) = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+    {
+        assert!(
+            !ci(),
+            "redis-server is not installed ({e}); CI must run the differential test"
+        );
+        eprintln!(
+            "\n!!! SKIPPED redis_differential: redis-server is not installed ({e}); \
+             install it (apt-get install redis-server) to compare directkv with Redis\n"
+        );
+        return None;
+    }
+    // The port can be taken between free_port and redis' bind: then redis exits, try again.
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(addr).is_ok() {
+                return Some(Redis { child, addr });
+            }
+            if child.try_wait().expect("wait for redis-server").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis-server did not start");
+}
+
+// ---- random commands ---------------------------------------------------------------------
+
+/// splitmix64: seeded, so a failure replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn percent(&mut self, p: usize) -> bool {
+        self.below(100) < p
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}
+
+const INTS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "7",
+    "-7",
+    "100",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775806",
+    "-9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "4611686018427387904",
+    "18446744073709551616",
+    "99999999999999999999",
+    "01",
+    "-0",
+    "+1",
+    " 1",
+    "1 ",
+    "1a",
+    "00",
+    "-",
+    "",
+];
+
+const FLOATS: &[&str] = &[
+    "0.5",
+    "1.5",
+    "-2.25",
+    "3.0",
+    "1e3",
+    "-2.5e3",
+    "1E2",
+    ".5",
+    "5.",
+    "0.1",
+    "0.2",
+    "-0.3",
+    "1e-20",
+    "123456.789",
+    "+1.5",
+    "-0.0",
+    "0",
+    "inf",
+    "-inf",
+    "+inf",
+    "infinity",
+    "nan",
+    "-nan",
+    "1e",
+    "e1",
+    ".",
+    "1.5 ",
+    " 1.5",
+    "1.5x",
+    "1,5",
+    "",
+];
+
+const TEXTS: &[&str] = &[
+    "abc",
+    "hello world",
+    "OK",
+    "-ERR x",
+    "nil",
+    "x",
+    "\r\n",
+    "$-1",
+];
+
+fn keys() -> Vec<Vec<u8>> {
+    let mut k: Vec<Vec<u8>> = (0..6).map(|i| format!("k{i}").into_bytes()).collect();
+    k.push(b"K0".to_vec());
+    k.push(b"counter".to_vec());
+    k.push(b"bin\x00\xff\r\n".to_vec());
+    k.push(vec![b'L'; 250]);
+    k
+}
+
+fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+fn value(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(12) {
+        0..=2 => rng.pick(INTS).as_bytes().to_vec(),
+        3 | 4 => rng.pick(FLOATS).as_bytes().to_vec(),
+        5 => rng.pick(TEXTS).as_bytes().to_vec(),
+        6 => {
+            let n = rng.below(40);
+            random_bytes(rng, n)
+        }
+        7 => {
+            // Long values: past the engine's inline sizes, now and then past 64 KiB.
+            let n = if rng.percent(2) {
+                65_000 + rng.below(100_000)
+            } else {
+                100 + rng.below(4000)
+            };
+            let b = b'a' + rng.below(26) as u8;
+            let mut v = vec![b; n];
+            v[0] = rng.next() as u8;
+            v
+        }
+        8 | 9 => (rng.below(2001) as i64 - 1000).to_string().into_bytes(),
+        _ => (rng.next() as i64 >> rng.below(64))
+            .to_string()
+            .into_bytes(),
+    }
+}
+
+/// An INCRBY/DECRBY operand: mostly integers, sometimes anything.
+fn int_arg(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(6) {
+        0 | 1 => rng.pick(INTS).as_bytes().to_vec(),
+        2 | 3 => (rng.below(201) as i64 - 100).to_string().into_bytes(),
+        4 => (rng.next() as i64 >> rng.below(64))
+            .to_string()
+            .into_bytes(),
+        _ => value(rng),
+    }
+}
+
+/// An INCRBYFLOAT operand.
+fn float_arg(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(50) {
+        // Redis' longest float text is 5119 bytes.
+        0 => {
+            let mut t = vec![b'0'; 5118 + rng.below(2)];
+            t.push(b'1');
+            t
+        }
+        1..=25 => rng.pick(FLOATS).as_bytes().to_vec(),
+        26..=33 => format!("{}.{}", rng.below(2001) as i64 - 1000, rng.below(1000)).into_bytes(),
+        34..=41 => rng.pick(INTS).as_bytes().to_vec(),
+        _ => rng.pick(TEXTS).as_bytes().to_vec(),
+    }
+}
+
+/// The name in random letter case now and then: Redis matches command names and options
+/// case-insensitively.
+fn mixed_case(rng: &mut Rng, s: &str) -> Vec<u8> {
+    if !rng.percent(15) {
+        return s.as_bytes().to_vec();
+    }
+    s.bytes()
+        .map(|c| {
+            if rng.percent(50) {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect()
+}
+
+fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let key = |rng: &mut Rng| rng.pick(keys).clone();
+    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(101) {
+        0..=9 => ("GET", vec![key(rng)]),
+        10..=21 => {
+            let mut a = vec![key(rng), value(rng)];
+            let n = [0, 0, 0, 1, 1, 2, 3][rng.below(7)];
+            for _ in 0..n {
+                let opt = if rng.percent(5) {
+                    "BOGUS"
+                } else {
+                    *rng.pick(&["NX", "XX", "GET"])
+                };
+                a.push(mixed_case(rng, opt));
+            }
+            ("SET", a)
+        }
+        22..=24 => ("GETSET", vec![key(rng), value(rng)]),
+        25..=27 => ("GETDEL", vec![key(rng)]),
+        28..=31 => {
+            let n = 1 + rng.below(4);
+            (
+                *rng.pick(&["DEL", "UNLINK"]),
+                (0..n).map(|_| key(rng)).collect(),
+            )
+        }
+        32..=34 => {
+            let n = 1 + rng.below(4);
+            ("EXISTS", (0..n).map(|_| key(rng)).collect())
+        }
+        35..=38 => {
+            let n = 1 + rng.below(5);
+            ("MGET", (0..n).map(|_| key(rng)).collect())
+        }
+        39..=42 => {
+            let n = 1 + rng.below(3);
+            let a = (0..n).flat_map(|_| [key(rng), value(rng)]).collect();
+            ("MSET", a)
+        }
+        43..=50 => (*rng.pick(&["INCR", "DECR"]), vec![key(rng)]),
+        51..=60 => (
+            *rng.pick(&["INCRBY", "DECRBY"]),
+            vec![key(rng), int_arg(rng)],
+        ),
+        61..=72 => ("INCRBYFLOAT", vec![key(rng), float_arg(rng)]),
+        73..=77 => ("STRLEN", vec![key(rng)]),
+        78..=85 => ("APPEND", vec![key(rng), value(rng)]),
+        86..=88 => {
+            let n = rng.below(2);
+            ("PING", (0..n).map(|_| value(rng)).collect())
+        }
+        89..=91 => ("ECHO", vec![value(rng)]),
+        92..=95 => ("DBSIZE", vec![]),
+        96 => {
+            let a = match rng.below(5) {
+                0 => vec![b"ASYNC".to_vec()],
+                1 => vec![b"sync".to_vec()],
+                2 => vec![b"bogus".to_vec()],
+                _ => vec![],
+            };
+            (*rng.pick(&["FLUSHALL", "FLUSHDB"]), a)
+        }
+        97 => (
+            "SELECT",
+            vec![rng.pick(&["0", "x", "-1", ""]).as_bytes().to_vec()],
+        ),
+        98 => {
+            let a = match rng.below(4) {
+                0 => vec![b"GETNAME".to_vec()],
+                1 => vec![b"setname".to_vec(), b"conn-1".to_vec()],
+                2 => vec![b"SETNAME".to_vec(), value(rng)],
+                _ => vec![
+                    rng.pick(&["getname", "bogus"]).as_bytes().to_vec(),
+                    value(rng),
+                ],
+            };
+            ("CLIENT", a)
+        }
+        99 => {
+            let a = match rng.below(3) {
+                0 => vec![value(rng)],
+                1 => vec![b"default".to_vec(), value(rng)],
+                _ => vec![b"someone".to_vec(), value(rng)],
+            };
+            ("AUTH", a)
+        }
+        100 => {
+            let mut a = vec![rng
+                .pick(&["2", "3", "2", "3", "4", "x", ""])
+                .as_bytes()
+                .to_vec()];
+            for _ in 0..rng.below(3) {
+                match rng.below(6) {
+                    0 => a.extend([b"AUTH".to_vec(), b"default".to_vec(), value(rng)]),
+                    1 => a.extend([b"auth".to_vec(), b"someone".to_vec(), value(rng)]),
+                    2 => a.extend([b"SETNAME".to_vec(), b"conn-2".to_vec()]),
+                    3 => a.extend([b"setname".to_vec(), value(rng)]),
+                    4 => a.push(b"AUTH".to_vec()),
+                    _ => a.push(b"Bogus".to_vec()),
+                }
+            }
+            ("HELLO", a)
+        }
+        _ => unreachable!(),
+    };
+    // Wrong arities now and then: one argument fewer or one more.
+    if rng.percent(4) {
+        if !args.is_empty() && rng.percent(50) {
+            args.pop();
+        } else {
+            args.push(value(rng));
+        }
+    }
+    let mut c = vec![mixed_case(rng, name)];
+    c.append(&mut args);
+    c
+}
+
+// ---- comparison --------------------------------------------------------------------------
+
+fn show_bytes(b: &[u8]) -> String {
+    let s = b.escape_ascii().to_string();
+    if s.len() > 70 {
+        format!("\"{}...\" ({} bytes)", &s[..60], b.len())
+    } else {
+        format!("\"{s}\"")
+    }
+}
+
+fn show_command(c: &[Vec<u8>]) -> String {
+    c.iter()
+        .map(|a| show_bytes(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn show_reply(r: &Reply) -> String {
+    match r {
+        Reply::Bulk(Some(b)) => format!("bulk {}", show_bytes(b)),
+        Reply::Array(Some(v)) => format!(
+            "[{}]",
+            v.iter().map(show_reply).collect::<Vec<_>>().join(", ")
+        ),
+        r => format!("{r:?}"),
+    }
+}
+
+fn bulk_f64(r: &Reply) -> Option<f64> {
+    match r {
+        Reply::Bulk(Some(b)) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A float text that strtold reads into a long double and Rust does not read into an f64 of
+/// the same value: hexadecimal ("0x1p3"), or a numeral beyond f64's range either way (1e400,
+/// 1e-400; below long double's range too, where Redis refuses it and directkv reads 0).
+fn long_double_only(t: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(t) else {
+        return false;
+    };
+    let u = s.trim_start_matches(['+', '-']);
+    if u.len() > 1 && u[..2].eq_ignore_ascii_case("0x") {
+        return true;
+    }
+    let mantissa = u.split(['e', 'E']).next().unwrap_or("");
+    match s.parse::<f64>() {
+        Ok(v) if v.is_infinite() => u.bytes().any(|b| b.is_ascii_digit()),
+        Ok(v) => v == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)),
+        Err(_) => false,
+    }
+}
+
+/// INCRBYFLOAT replies (the sum of the stored value and `increment`) that differ only by long
+/// double against double rounding (see the top of the file): Redis' `%.17Lf` is within 5e-18
+/// of its sum; directkv's reading of each operand and its sum are each within a relative 2^-53,
+/// of the operands' size (the sum can be much smaller: -345 + 346.626).
+fn floats_agree(directkv: &Reply, redis: &Reply, increment: &[u8]) -> bool {
+    let inc = std::str::from_utf8(increment)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok());
+    match (bulk_f64(directkv), bulk_f64(redis), inc) {
+        (Some(d), Some(r), Some(inc)) => {
+            let size = r.abs() + inc.abs() + (r - inc).abs();
+            (d - r).abs() <= 1e-17 + 1e-15 * size
+        }
+        // A sum only a long double holds (1e308 + 1e308): Redis answers a number beyond
+        // f64's range, directkv refuses the sum (or the stored value).
+        (None, Some(r), _) => {
+            r.is_infinite()
+                && matches!(directkv, Reply::Error(e) if e == "ERR value is not a valid float"
+                    || e == "ERR increment would produce NaN or Infinity")
+        }
+        _ => false,
+    }
+}
+
+/// HELLO replies name the server and its version: two that succeed match when they give the
+/// same protocol.
+fn same_hello(c: &[Vec<u8>], directkv: &Reply, redis: &Reply) -> bool {
+    fn proto(r: &Reply) -> Option<Reply> {
+        let pairs: Vec<(Reply, Reply)> = match r {
+            Reply::Map(m) => m.clone(),
+            Reply::Array(Some(v)) => v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+            _ => return None,
+        };
+        let key = Reply::Bulk(Some(b"proto".to_vec()));
+        pairs.into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+    c[0].eq_ignore_ascii_case(b"hello")
+        && proto(directkv).is_some()
+        && proto(directkv) == proto(redis)
+}
+
+/// `c` as an inline command, every argument in double quotes with escapes for the bytes that
+/// need them; `None` when the line would be longer than Redis' inline limit (64 KiB).
+fn inline(c: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    for a in c {
+        line.push(b'"');
+        for &b in a {
+            match b {
+                b'"' | b'\\' => line.extend_from_slice(&[b'\\', b]),
+                b'\n' => line.extend_from_slice(b"\\n"),
+                b'\r' => line.extend_from_slice(b"\\r"),
+                b'\t' => line.extend_from_slice(b"\\t"),
+                b' '..=b'~' => line.push(b),
+                _ => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            }
+        }
+        line.extend_from_slice(b"\" ");
+    }
+    line.extend_from_slice(b"\r\n");
+    (line.len() < 60_000).then_some(line)
+}
+
+struct Round<'a> {
+    seed: u64,
+    /// Chooses how each command is sent.
+    rng: Rng,
+    resp3: bool,
+    directkv: Client,
+    redis: Client,
+    keys: &'a [Vec<u8>],
+    differences: Vec<String>,
+    float_normalised: usize,
+}
+
+impl Round<'_> {
+    /// Sends `cmds` to both and compares the replies; on a difference, records it and empties
+    /// both stores so that the rest of the round starts from equal states again.
+    fn pipeline(&mut self, cmds: &[Vec<Vec<u8>>], step: usize) {
+        let mut bytes = Vec::new();
+        for c in cmds {
+            match self.rng.percent(10).then(|| inline(c)).flatten() {
+                Some(line) => bytes.extend_from_slice(&line),
+                None => {
+                    let a: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+                    encode_command(&a, &mut bytes);
+                }
+            }
+        }
+        // Written from other threads while this one reads: a long pipeline's replies can fill
+        // the socket buffers before the last command is sent.
+        let replies: Vec<(Reply, Reply)> = std::thread::scope(|scope| {
+            for mut w in [self.directkv.writer(), self.redis.writer()] {
+                let bytes = &bytes;
+                scope.spawn(move || w.write_all(bytes).expect("send the pipeline"));
+            }
+            cmds.iter()
+                .map(|_| (self.directkv.read(), self.redis.read()))
+                .collect()
+        });
+        let mut diverged = false;
+        for (i, (c, (d, r))) in cmds.iter().zip(replies).enumerate() {
+            if d == r || diverged {
+                continue;
+            }
+            if self.long_double_difference(c, &d, &r) || same_hello(c, &d, &r) {
+                continue;
+            }
+            diverged = true;
+            let context: Vec<String> = cmds[..i]
+                .iter()
+                .rev()
+                .take(6)
+                .rev()
+                .map(|c| format!("      {}", show_command(c)))
+                .collect();
+            self.differences.push(format!(
+                "seed {} command {}: {}\n    directkv: {}\n    redis:    {}\n    after (same pipeline):\n{}",
+                self.seed,
+                step + i,
+                show_command(c),
+                show_reply(&d),
+                show_reply(&r),
+                context.join("\n")
+            ));
+        }
+        if diverged {
+            // What the last command's first key holds now, to help read the difference.
+            let last = cmds.last().expect("a pipeline has commands");
+            if last.len() > 1 {
+                let mut held = Vec::new();
+                for c in [&mut self.directkv, &mut self.redis] {
+                    c.send(&[b"GET", &last[1]]);
+                    held.push(show_reply(&c.read()));
+                }
+                let d = self.differences.last_mut().expect("recorded above");
+                d.push_str(&format!(
+                    "\n    then GET {}: directkv {}, redis {}",
+                    show_bytes(&last[1]),
+                    held[0],
+                    held[1]
+                ));
+            }
+            // Back to equal states: no keys, the round's protocol, no connection name.
+            let proto: &[u8] = if self.resp3 { b"3" } else { b"2" };
+            for c in [&mut self.directkv, &mut self.redis] {
+                c.send(&[b"FLUSHALL"]);
+                assert_eq!(c.read(), common::ok());
+                c.send(&[b"HELLO", proto, b"SETNAME", b"conn-0"]);
+                c.read();
+            }
+        }
+    }
+
+    /// True for INCRBYFLOAT replies that differ only because Redis computes in long double (see
+    /// the top of the file); the key then takes Redis' value on directkv, so that later
+    /// commands see equal values (INCRBYFLOAT ends its pipeline: nothing was sent after it).
+    fn long_double_difference(&mut self, c: &[Vec<u8>], d: &Reply, r: &Reply) -> bool {
+        if c.len() != 3 || !c[0].eq_ignore_ascii_case(b"incrbyfloat") {
+            return false;
+        }
+        let explained = floats_agree(d, r, &c[2]) || {
+            // One side refused, so it still holds the value from before the command.
+            let refused = match (d, r) {
+                (Reply::Error(_), _) => Some(&mut self.directkv),
+                (_, Reply::Error(_)) => Some(&mut self.redis),
+                _ => None,
+            };
+            refused.is_some_and(|side| {
+                side.send(&[b"GET", &c[1]]);
+                let before = match side.read() {
+                    Reply::Bulk(Some(v)) => v,
+                    _ => Vec::new(),
+                };
+                long_double_only(&before) || long_double_only(&c[2])
+            })
+        };
+        if !explained {
+            return false;
+        }
+        self.redis.send(&[b"GET", &c[1]]);
+        match self.redis.read() {
+            Reply::Bulk(Some(v)) => {
+                self.directkv.send(&[b"SET", &c[1], &v]);
+                assert_eq!(self.directkv.read(), common::ok());
+            }
+            _ => {
+                self.directkv.send(&[b"DEL", &c[1]]);
+                self.directkv.read();
+            }
+        }
+        self.float_normalised += 1;
+        true
+    }
+
+    /// Both stores hold the same keys and values.
+    fn same_state(&mut self) {
+        let mut mget: Vec<&[u8]> = vec![b"MGET"];
+        mget.extend(self.keys.iter().map(Vec::as_slice));
+        for cmd in [mget, vec![b"DBSIZE".as_slice()]] {
+            self.directkv.send(&cmd);
+            self.redis.send(&cmd);
+            let (d, r) = (self.directkv.read(), self.redis.read());
+            if d != r {
+                self.differences.push(format!(
+                    "seed {} final state, {}:\n    directkv: {}\n    redis:    {}",
+                    self.seed,
+                    show_command(&cmd.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
+                    show_reply(&d),
+                    show_reply(&r)
+                ));
+            }
+        }
+    }
+}
+
+fn run_round(redis: &Redis, seed: u64, shards: usize, resp3: bool) -> (Vec<String>, usize) {
+    let server = start(shards);
+    let keys = keys();
+    let mut round = Round {
+        seed,
+        rng: Rng(!seed),
+        resp3,
+        directkv: Client::connect(&server),
+        redis: Client::connect_addr(redis.addr),
+        keys: &keys,
+        differences: Vec::new(),
+        float_normalised: 0,
+    };
+    round.redis.send(&[b"FLUSHALL"]);
+    assert_eq!(round.redis.read(), common::ok());
+    if resp3 {
+        // The HELLO replies name the server, so only their shape is the same.
+        for c in [&mut round.directkv, &mut round.redis] {
+            c.send(&[b"HELLO", b"3"]);
+            assert!(matches!(c.read(), Reply::Map(_)));
+        }
+    }
+    let mut rng = Rng(seed);
+    let mut step = 0;
+    let commands = commands_per_round();
+    while step < commands && round.differences.len() < DIFFERENCES_MAX {
+        // Now and then a long pipeline, without INCRBYFLOAT, which must end its pipeline.
+        let long = rng.percent(3);
+        let len = if long {
+            100 + rng.below(PIPELINE_LONG_MAX)
+        } else {
+            1 + rng.below(PIPELINE_MAX)
+        };
+        let mut cmds = Vec::with_capacity(len);
+        while cmds.len() < len {
+            let c = command(&mut rng, &keys);
+            let float = c[0].eq_ignore_ascii_case(b"incrbyfloat");
+            if float && long {
+                continue;
+            }
+            cmds.push(c);
+            if float {
+                break;
+            }
+        }
+        round.pipeline(&cmds, step);
+        step += cmds.len();
+    }
+    round.same_state();
+    server.stop();
+    (round.differences, round.float_normalised)
+}
+
+#[test]
+fn replies_match_redis_server() {
+    let Some(redis) = start_redis() else {
+        return;
+    };
+    let rounds: Vec<(u64, usize, bool)> = match std::env::var("DKV_DIFF_SEED") {
+        Ok(s) => vec![(
+            s.parse().expect("DKV_DIFF_SEED is a number"),
+            3,
+            s.ends_with('3'),
+        )],
+        Err(_) => ROUNDS.to_vec(),
+    };
+    let t0 = Instant::now();
+    let mut differences = Vec::new();
+    for (seed, shards, resp3) in rounds {
+        let (d, normalised) = run_round(&redis, seed, shards, resp3);
+        eprintln!(
+            "seed {seed}, {shards} shard(s), RESP{}: {} difference(s), {normalised} INCRBYFLOAT \
+             replies equal only numerically",
+            if resp3 { 3 } else { 2 },
+            d.len()
+        );
+        differences.extend(d);
+    }
+    eprintln!("differential run took {:.1?}", t0.elapsed());
+    assert!(
+        differences.is_empty(),
+        "directkv and redis-server differ:\n{}",
+        differences.join("\n")
+    );
+}
