@@ -30,6 +30,9 @@
 //! many cache misses outstanding, the software form of the seed's 256 in-flight DMAs.
 
 use crate::config::WINDOW_MAX;
+#[cfg(target_arch = "x86_64")]
+use crate::index::bucket::Avx2;
+use crate::index::bucket::{Baseline, ByteMatch};
 use crate::index::{key_eq, Access, Loc, MainProbe, Table};
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops::kernel::Elem;
@@ -74,6 +77,9 @@ struct Slot {
     op: u32,
     /// Next leader in the same reservation-station slot.
     rs_next: u32,
+    /// How many operations this entry stands for: `op`, `op + 1`, ... on the same key, one
+    /// after the other in the batch (a run, e.g. a hot counter's increments), executed in turn.
+    run: u32,
     /// First follower of a leader / next follower of a follower.
     follow_next: u32,
     follow_tail: u32,
@@ -86,6 +92,7 @@ const FREE_SLOT: Slot = Slot {
     hash: 0,
     op: 0,
     rs_next: NONE,
+    run: 1,
     follow_next: NONE,
     follow_tail: NONE,
     same_key: false,
@@ -207,61 +214,106 @@ pub(crate) fn apply(
     }
 }
 
-/// The hot counter's fast path inside a group: from position `k` on, a run of built-in adds
-/// and subtracts of one 4- or 8-byte integer on a present value of that width, done on a
-/// register copy of the forwarded value `fwd` and stored back to it once. Same replies (each
-/// the value before its operation) and same final value as `apply` one after the other.
-/// Returns the first position not run (`NONE` at the group's end) and how many ran; 0 ran
-/// means `k` is not such an operation, and nothing was done.
+/// A position in a group: operation `i` of the entry at ring position `k`, whose run of
+/// operations ends before `end`; `k == NONE` past the group's last operation.
+#[derive(Clone, Copy)]
+struct GroupCursor {
+    k: u32,
+    i: usize,
+    end: usize,
+}
+
+impl GroupCursor {
+    /// The first operation of the entry at ring position `k` (or the end, for `NONE`).
+    #[inline(always)]
+    fn at(ring: &[Slot; WINDOW_MAX], k: u32) -> GroupCursor {
+        if k == NONE {
+            return GroupCursor { k, i: 0, end: 0 };
+        }
+        let s = &ring[k as usize & RING_MASK];
+        GroupCursor {
+            k,
+            i: s.op as usize,
+            end: s.op as usize + s.run as usize,
+        }
+    }
+
+    #[inline(always)]
+    fn done(&self) -> bool {
+        self.k == NONE
+    }
+
+    /// The group's next operation: the next one of this run, else the next entry's first.
+    #[inline(always)]
+    fn advance(&mut self, ring: &[Slot; WINDOW_MAX]) {
+        self.i += 1;
+        if self.i == self.end {
+            *self = GroupCursor::at(ring, ring[self.k as usize & RING_MASK].follow_next);
+        }
+    }
+}
+
+/// The hot counter's fast path inside a group: from cursor `c` on, a run of built-in adds and
+/// subtracts of one 4- or 8-byte integer on a present value of that width, done on a register
+/// copy of the forwarded value `fwd` and stored back to it once. Same replies (each the value
+/// before its operation) and same final value as `apply` one after the other. Leaves `c` at
+/// the first operation not run and returns how many ran; 0 means `c`'s operation is not such
+/// an operation, and nothing was done.
 #[inline(always)]
 fn forward_int_run(
     ops: &[Op],
     ring: &[Slot; WINDOW_MAX],
-    k: u32,
+    c: &mut GroupCursor,
     fwd: &mut [u8],
     out: &mut Results,
-) -> (u32, u64) {
+) -> u64 {
     match fwd.len() {
-        8 => int_run::<u64>(ops, ring, k, fwd, out),
-        4 => int_run::<u32>(ops, ring, k, fwd, out),
-        _ => (k, 0),
+        8 => int_run::<u64>(ops, ring, c, fwd, out),
+        4 => int_run::<u32>(ops, ring, c, fwd, out),
+        _ => 0,
     }
 }
 
 /// `forward_int_run` for elements of `T`'s width; two's complement lets one wrapping add or
-/// subtract serve the signed and the unsigned type of that width.
+/// subtract serve the signed and the unsigned type of that width. A run's operations are
+/// consecutive in the batch, so the inner loop walks them without the ring.
 #[inline(always)]
 fn int_run<T: Elem>(
     ops: &[Op],
     ring: &[Slot; WINDOW_MAX],
-    mut k: u32,
+    c: &mut GroupCursor,
     fwd: &mut [u8],
     out: &mut Results,
-) -> (u32, u64) {
+) -> u64 {
     let mut cur = T::load(fwd);
     let mut ran = 0u64;
     let mut old = [0u8; 8];
-    while k != NONE {
-        let s = &ring[k as usize & RING_MASK];
-        let op = &ops[s.op as usize];
-        let add = op.func == ops::FN_ADD;
-        if op.kind != OpKind::UpdateS2S
-            || !(add || op.func == ops::FN_SUB)
-            || op.elem.is_float()
-            || op.elem.width() != T::WIDTH
-            || op.arg.len() != T::WIDTH
-        {
-            break;
+    'entries: while !c.done() {
+        while c.i < c.end {
+            let op = &ops[c.i];
+            const { assert!(ops::FN_ADD == 0 && ops::FN_SUB == 1) };
+            if op.kind != OpKind::UpdateS2S
+                || op.func > ops::FN_SUB
+                || !op.elem.is_int_of_width(T::WIDTH)
+                || op.arg.len() != T::WIDTH
+            {
+                break 'entries;
+            }
+            cur.store(&mut old[..T::WIDTH]);
+            out.finish_found(c.i, &old[..T::WIDTH], op.no_return);
+            let d = T::load(op.arg);
+            cur = if op.func == ops::FN_ADD {
+                cur.op_add(d)
+            } else {
+                cur.op_sub(d)
+            };
+            ran += 1;
+            c.i += 1;
         }
-        cur.store(&mut old[..T::WIDTH]);
-        out.finish_found(s.op as usize, &old[..T::WIDTH], op.no_return);
-        let d = T::load(op.arg);
-        cur = if add { cur.op_add(d) } else { cur.op_sub(d) };
-        ran += 1;
-        k = s.follow_next;
+        *c = GroupCursor::at(ring, ring[c.k as usize & RING_MASK].follow_next);
     }
     cur.store(fwd);
-    (k, ran)
+    ran
 }
 
 /// Answers GET `op` (operation `i`) from its main-bucket probe; `false` when the probe could
@@ -349,6 +401,13 @@ pub(crate) fn validate(op: &Op, limits: &Limits) -> Result<(), crate::OpError> {
             }
         });
     }
+    validate_value(op, limits)
+}
+
+/// The value half of [`validate`], for an operation whose key is known to be valid.
+#[inline(always)]
+fn validate_value(op: &Op, limits: &Limits) -> Result<(), crate::OpError> {
+    use crate::OpError;
     if op.kind.writes() {
         let value_len = match op.kind {
             OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
@@ -399,7 +458,7 @@ impl Pipeline<'_> {
     /// out-of-order window holds many of its cache and TLB misses at once; stages 2 and 3 then
     /// find their buckets in cache.
     pub(crate) fn execute(&mut self, ops: &[Op], out: &mut Results) {
-        self.run_batch(ops, out);
+        self.run_batch(ops, out, Baseline);
     }
 
     /// [`Pipeline::execute`] compiled for x86-64-v3 (AVX2, BMI1/2, LZCNT, POPCNT): the whole
@@ -408,11 +467,13 @@ impl Pipeline<'_> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
     pub(crate) fn execute_wide(&mut self, ops: &[Op], out: &mut Results) {
-        self.run_batch(ops, out);
+        // SAFETY: this function is compiled for AVX2, and callers check the CPU has it.
+        let simd = unsafe { Avx2::new_unchecked() };
+        self.run_batch(ops, out, simd);
     }
 
     #[inline(always)]
-    fn run_batch(&mut self, ops: &[Op], out: &mut Results) {
+    fn run_batch(&mut self, ops: &[Op], out: &mut Results, simd: impl ByteMatch) {
         assert!(ops.len() < u32::MAX as usize, "batch too large");
         out.reset(ops.len());
         self.stats.batches += 1;
@@ -423,7 +484,7 @@ impl Pipeline<'_> {
             let end = (base + w).min(ops.len());
             let gets_only = self.prefetch_window(ops, base, end);
             if gets_only && !self.stall {
-                self.get_window(ops, base, end, records, out);
+                self.get_window(ops, base, end, records, out, simd);
                 base = end;
                 continue;
             }
@@ -432,9 +493,11 @@ impl Pipeline<'_> {
             // Every position leads (no same-key operation, no error): walk the positions
             // themselves; otherwise the leader list, which skips followers.
             if nl == cut - base {
-                self.retire_window(ops, nl, records, out, |_, li| li);
+                self.retire_window(ops, nl, records, out, simd, |_, li| li);
             } else {
-                self.retire_window(ops, nl, records, out, |st, li| st.leaders[li] as usize);
+                self.retire_window(ops, nl, records, out, simd, |st, li| {
+                    st.leaders[li] as usize
+                });
             }
             self.st.clear();
             base = cut;
@@ -451,6 +514,7 @@ impl Pipeline<'_> {
         nl: usize,
         records: bool,
         out: &mut Results,
+        simd: impl ByteMatch,
         leader: impl Fn(&Station, usize) -> usize,
     ) {
         let second = self.table.counts().chained_buckets > 0 || records;
@@ -476,7 +540,7 @@ impl Pipeline<'_> {
             if second && li + HALF < nl {
                 self.prefetch_second(leader(self.st, li + HALF), records);
             }
-            self.retire(ops, leader(self.st, li), out);
+            self.retire(ops, leader(self.st, li), out, simd);
         }
     }
 
@@ -522,6 +586,7 @@ impl Pipeline<'_> {
     /// The first pass answers every GET whose main bucket decides it, which is nearly all at
     /// moderate utilization, and prefetches the chained bucket or record of the others; the
     /// second pass runs those through the general lookup.
+    #[inline(always)]
     fn get_window(
         &mut self,
         ops: &[Op],
@@ -529,6 +594,7 @@ impl Pipeline<'_> {
         end: usize,
         records: bool,
         out: &mut Results,
+        simd: impl ByteMatch,
     ) {
         let mut deferred = 0usize;
         let n = end - base;
@@ -539,50 +605,86 @@ impl Pipeline<'_> {
                 self.table.prefetch_bucket(ahead);
             }
             let h = self.st.ring[p & RING_MASK].hash;
-            if !finish_get(self.table.probe_main(op.key, h), op, i, out) {
+            if !finish_get(self.table.probe_main(op.key, h, simd), op, i, out) {
                 self.table.prefetch_second(h, records);
                 self.st.deferred[deferred & RING_MASK] = p as u32;
                 deferred += 1;
             }
         }
-        let decided = (end - base - deferred) as u64;
-        let c = &mut self.stats.kinds[OpKind::Get as usize];
-        c.ops += (end - base) as u64;
-        c.reads += decided;
-        c.line_reads += decided;
+        // Without records, the rest is a walk down the main bucket's chain, whose every
+        // bucket is one more read. (Asked again here: `records` was true or false at the start
+        // of the batch, and an earlier window may have stored one since.)
+        let records = self.table.counts().keys > self.table.counts().inline_keys;
+        let mut read = (end - base - deferred) as u64;
         for d in 0..deferred {
             let p = self.st.deferred[d & RING_MASK] as usize;
             let h = self.st.ring[p & RING_MASK].hash;
-            self.run_single(ops, base + p, h, out);
+            let i = base + p;
+            if records {
+                self.run_single(ops, i, h, out);
+                continue;
+            }
+            let op = &ops[i];
+            let (v, hops) = self.table.get_in_chain(op.key, h, simd);
+            match v {
+                Some(v) => out.finish_found(i, v, op.no_return),
+                None => out.finish_missing(i),
+            }
+            read += 1 + hops;
         }
+        let c = &mut self.stats.kinds[OpKind::Get as usize];
+        c.ops += (end - base) as u64;
+        c.reads += read;
+        c.line_reads += read;
     }
 
     /// Stage 2: validation and the reservation station, in request order. Returns the end of
     /// the window, which in stall mode is the first operation whose key is already in flight.
+    #[inline(always)]
     fn reserve(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) -> usize {
-        // The leader of the previous operation's key, if that operation entered the station.
+        // The leader of the previous operation's key, if that operation entered the station,
+        // and the group entry (leader or follower) that operation belongs to.
         let mut prev_leader = NONE;
+        let mut prev_entry = 0usize;
         let mut nl = 0usize;
-        for i in base..end {
-            let p = (i - base) & RING_MASK;
-            let op = &ops[i];
+        let mut i = base;
+        while i < end {
+            let at = i;
+            let p = (at - base) & RING_MASK;
+            let op = &ops[at];
+            i += 1;
             if let Err(e) = validate(op, &self.limits) {
                 self.stats.kinds[op.kind as usize].ops += 1;
                 self.stats.errors += 1;
                 let m = out.mark();
-                out.finish(i, Status::Error(e), m);
+                out.finish(at, Status::Error(e), m);
                 prev_leader = NONE;
+                continue;
+            }
+            // Stage 1's `same_key` means the previous operation had a key of valid length
+            // equal to this one; if it entered the station, its leader is this key's.
+            let same_key = self.st.ring[p].same_key;
+            if same_key && prev_leader != NONE && !self.stall {
+                // It joins the previous operation's run (the group's last entry, since
+                // operations join groups in request order), and so do the operations after it
+                // of the same kind on the same key (so of a valid key) whose values are in
+                // bounds: counted here, stored once.
+                let kind = op.kind;
+                while i < end
+                    && self.st.ring[(i - base) & RING_MASK].same_key
+                    && ops[i].kind == kind
+                    && validate_value(&ops[i], &self.limits).is_ok()
+                {
+                    i += 1;
+                }
+                let n = (i - at) as u32;
+                self.stats.kinds[kind as usize].ops += u64::from(n);
+                self.st.ring[prev_entry].run += n;
                 continue;
             }
             let h = self.st.ring[p].hash;
             let slot = rs_slot(h);
-            // Stage 1's `same_key` means the previous operation had a key of valid length
-            // equal to this one; if it entered the station, its leader is this key's.
-            let mut l = if self.st.ring[p].same_key {
-                prev_leader
-            } else {
-                NONE
-            };
+            let mut l = if same_key { prev_leader } else { NONE };
             if l == NONE {
                 l = self.st.rs_head[slot];
                 while l != NONE {
@@ -598,13 +700,15 @@ impl Pipeline<'_> {
             if l != NONE && self.stall {
                 self.stats.stalls += 1;
                 self.st.leaders_len = nl;
-                return i;
+                return at;
             }
             self.stats.kinds[op.kind as usize].ops += 1;
             let s = &mut self.st.ring[p];
-            s.op = i as u32;
+            s.op = at as u32;
+            s.run = 1;
             s.follow_next = NONE;
             s.follow_tail = NONE;
+            prev_entry = p;
             if l != NONE {
                 prev_leader = l;
                 let lu = l as usize & RING_MASK;
@@ -639,16 +743,16 @@ impl Pipeline<'_> {
 
     /// Stage 3 for the leader at ring position `p`: it executes with its followers.
     #[inline(always)]
-    fn retire(&mut self, ops: &[Op], p: usize, out: &mut Results) {
+    fn retire(&mut self, ops: &[Op], p: usize, out: &mut Results, simd: impl ByteMatch) {
         let p = p & RING_MASK;
         let s = self.st.ring[p];
-        if s.follow_next == NONE {
+        if s.follow_next == NONE && s.run == 1 {
             let i = s.op as usize;
             let op = &ops[i];
             // A lone GET in a window with writes: the read-only path's main-bucket probe
             // decides nearly all of them without the general lookup's bookkeeping.
             if op.kind == OpKind::Get
-                && finish_get(self.table.probe_main(op.key, s.hash), op, i, out)
+                && finish_get(self.table.probe_main(op.key, s.hash, simd), op, i, out)
             {
                 let c = &mut self.stats.kinds[OpKind::Get as usize];
                 c.reads += 1;
@@ -658,7 +762,7 @@ impl Pipeline<'_> {
             // A lone PUT over an inline value of the same length, the common replace: the
             // value changes in place in the main bucket, with nothing to allocate or free.
             if matches!(op.kind, OpKind::Put | OpKind::PutXx)
-                && self.table.replace_main_inline(op.key, s.hash, op.arg)
+                && self.table.replace_main_inline(op.key, s.hash, op.arg, simd)
             {
                 let c = &mut self.stats.kinds[op.kind as usize];
                 c.reads += 1;
@@ -737,6 +841,7 @@ impl Pipeline<'_> {
     }
 
     /// A leader and its followers: one lookup, data forwarding through `fwd`, one write-back.
+    #[inline(always)]
     fn run_group(&mut self, ops: &[Op], j: usize, out: &mut Results) {
         let lead = &ops[self.st.ring[j & RING_MASK].op as usize];
         let h = self.st.ring[(j) & RING_MASK].hash;
@@ -748,19 +853,20 @@ impl Pipeline<'_> {
             self.fwd.extend_from_slice(self.table.value(l));
         }
         let mut dirty = false;
-        let mut k = j as u32;
-        while k != NONE {
+        let mut c = GroupCursor::at(&self.st.ring, j as u32);
+        let first = c.i;
+        while !c.done() {
             if present {
-                let (next, ran) = forward_int_run(ops, &self.st.ring, k, self.fwd, out);
+                let from_leader = c.i == first;
+                let ran = forward_int_run(ops, &self.st.ring, &mut c, self.fwd, out);
                 if ran > 0 {
                     dirty = true;
                     // The leader itself is not forwarded to.
-                    self.stats.forwarded += ran - u64::from(k == j as u32);
-                    k = next;
+                    self.stats.forwarded += ran - u64::from(from_leader);
                     continue;
                 }
             }
-            let i = self.st.ring[k as usize & RING_MASK].op as usize;
+            let i = c.i;
             let op = &ops[i];
             let start = out.mark();
             let cur = if present { Some(&self.fwd[..]) } else { None };
@@ -786,10 +892,10 @@ impl Pipeline<'_> {
                 self.stats.errors += 1;
             }
             out.finish(i, status, start);
-            if k != j as u32 {
+            if i != first {
                 self.stats.forwarded += 1;
             }
-            k = self.st.ring[(k as usize) & RING_MASK].follow_next;
+            c.advance(&self.st.ring);
         }
         if dirty {
             self.stats.write_backs += 1;
@@ -819,11 +925,10 @@ impl Pipeline<'_> {
     fn replay_group(&mut self, ops: &[Op], j: usize, out: &mut Results) {
         self.stats.group_replays += 1;
         let h = self.st.ring[j & RING_MASK].hash;
-        let mut k = j as u32;
-        while k != NONE {
-            let s = self.st.ring[k as usize & RING_MASK];
-            self.run_single(ops, s.op as usize, h, out);
-            k = s.follow_next;
+        let mut c = GroupCursor::at(&self.st.ring, j as u32);
+        while !c.done() {
+            self.run_single(ops, c.i, h, out);
+            c.advance(&self.st.ring);
         }
     }
 }

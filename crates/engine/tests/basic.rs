@@ -42,6 +42,36 @@ fn get_put_delete_inline_and_records() {
 }
 
 #[test]
+fn a_record_stored_early_in_a_batch_is_found_by_a_later_read_only_window() {
+    // The batch starts with only inline key-values; its first window stores a record, and the
+    // next window, all GETs, must look for that record, not only down the chains.
+    let mut cfg = EngineConfig::with_memory(8 << 20);
+    cfg.window = 4;
+    cfg.inline_threshold = Some(16);
+    let mut e = Engine::new(cfg).unwrap();
+    e.put(b"small", b"v").unwrap();
+    let big = vec![9u8; 100];
+    let ops = [
+        Op::put(b"big", &big),
+        Op::get(b"small"),
+        Op::get(b"small"),
+        Op::get(b"small"),
+        Op::get(b"big"),
+        Op::get(b"small"),
+        Op::get(b"nothing"),
+        Op::get(b"big"),
+    ];
+    let mut out = Results::with_capacity(ops.len(), 1024);
+    e.execute(&ops, &mut out);
+    for i in [4, 7] {
+        assert_eq!(out.status(i), Status::Ok, "op {i}");
+        assert_eq!(out.data(i), &big[..], "op {i}");
+    }
+    assert_eq!(out.status(6), Status::NotFound);
+    assert_eq!(out.data(5), b"v");
+}
+
+#[test]
 fn conditional_puts_and_cas() {
     let mut e = engine(8, 0.5, 51);
     let mut out = Results::default();

@@ -343,14 +343,20 @@ impl Bucket {
     /// even number of marks (whole entries) lies below it and its first mark is that one.
     #[inline(always)]
     pub fn find_inline(&self, key: &[u8]) -> Option<(usize, usize)> {
+        self.find_inline_with(key, Baseline)
+    }
+
+    /// [`Bucket::find_inline`] with the byte comparisons of `simd`.
+    #[inline(always)]
+    pub fn find_inline_with(&self, key: &[u8], simd: impl ByteMatch) -> Option<(usize, usize)> {
         let klen = key.len();
         debug_assert!((1..=INLINE_BYTES_MAX).contains(&klen));
         let bitmap = self.bitmap();
         let last = klen - 1;
         let mut cand = ((bitmap << 1) | 1)
             & (bitmap >> last)
-            & self.bytes_equal(key[0])
-            & (self.bytes_equal(key[last]) >> last);
+            & simd.bytes_equal(&self.bytes, key[0])
+            & (simd.bytes_equal(&self.bytes, key[last]) >> last);
         while cand != 0 {
             let pos = cand.trailing_zeros() as usize;
             cand &= cand - 1;
@@ -364,36 +370,6 @@ impl Bucket {
             }
         }
         None
-    }
-
-    /// Bit p set: byte p of the bucket is `b` (all 64 bytes; callers mask what they need).
-    #[inline(always)]
-    fn bytes_equal(&self, b: u8) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::{
-                __m128i, _mm_cmpeq_epi8, _mm_load_si128, _mm_movemask_epi8, _mm_set1_epi8,
-            };
-            let p = self.bytes.as_ptr().cast::<__m128i>();
-            let mut m = 0u64;
-            // SAFETY: SSE2 is part of x86_64. The bucket is 64 bytes, 64-byte aligned (checked
-            // at compile time above), so the four aligned 16-byte loads stay inside it.
-            unsafe {
-                let needle = _mm_set1_epi8(b as i8);
-                for i in 0..4 {
-                    let eq = _mm_cmpeq_epi8(_mm_load_si128(p.add(i)), needle);
-                    m |= u64::from(_mm_movemask_epi8(eq) as u16) << (16 * i);
-                }
-            }
-            m
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.bytes
-                .iter()
-                .enumerate()
-                .fold(0u64, |m, (i, &x)| m | (u64::from(x == b) << i))
-        }
     }
 
     /// Inline entries, in byte order.
@@ -542,6 +518,95 @@ impl Bucket {
         let kept = codes & !(((1u32 << (3 * (slot + 1))) - 1) & !((1u32 << (3 * first)) - 1));
         self.set_codes(kept | (moving << 3));
     }
+}
+
+/// How a bucket search compares one byte against all 64 bytes of a bucket: bit p of the result
+/// is set when byte p equals `b`. [`Baseline`] works on every CPU; [`Avx2`] is two 32-byte
+/// compares where the CPU has AVX2, and only code compiled for AVX2 (the pipeline's wide
+/// build) can make one.
+pub trait ByteMatch: Copy {
+    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64;
+}
+
+/// SSE2 (part of x86-64) or plain code elsewhere.
+#[derive(Clone, Copy, Debug)]
+pub struct Baseline;
+
+impl ByteMatch for Baseline {
+    #[inline(always)]
+    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{
+                __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+            };
+            let p = bytes.as_ptr().cast::<__m128i>();
+            let mut m = 0u64;
+            // SAFETY: SSE2 is part of x86_64; the four 16-byte loads cover exactly the 64 bytes.
+            // (Buckets are 64-byte aligned, so these unaligned loads are aligned in practice.)
+            unsafe {
+                let needle = _mm_set1_epi8(b as i8);
+                for i in 0..4 {
+                    let eq = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(i)), needle);
+                    m |= u64::from(_mm_movemask_epi8(eq) as u16) << (16 * i);
+                }
+            }
+            m
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            bytes
+                .iter()
+                .enumerate()
+                .fold(0u64, |m, (i, &x)| m | (u64::from(x == b) << i))
+        }
+    }
+}
+
+/// Proof that the CPU has AVX2 (a value exists only where it does).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2 {
+    /// `Some` where the CPU has AVX2.
+    pub fn detect() -> Option<Avx2> {
+        std::arch::is_x86_feature_detected!("avx2").then_some(Avx2(()))
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2 (e.g. the caller is compiled with `target_feature = "avx2"`).
+    #[inline(always)]
+    pub unsafe fn new_unchecked() -> Avx2 {
+        Avx2(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ByteMatch for Avx2 {
+    #[inline(always)]
+    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64 {
+        // SAFETY: an Avx2 value exists only where the CPU has AVX2.
+        unsafe { avx2_bytes_equal(bytes, b) }
+    }
+}
+
+/// Inlined into callers compiled for AVX2 (the pipeline's wide build); a call elsewhere.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn avx2_bytes_equal(bytes: &[u8; 64], b: u8) -> u64 {
+    use core::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let p = bytes.as_ptr().cast::<__m256i>();
+    let needle = _mm256_set1_epi8(b as i8);
+    // SAFETY: the two 32-byte loads cover exactly the 64 bytes.
+    let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+    let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, needle)) as u32;
+    let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, needle)) as u32;
+    u64::from(lo) | (u64::from(hi) << 32)
 }
 
 #[cfg(test)]

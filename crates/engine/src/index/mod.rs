@@ -27,7 +27,7 @@ pub mod record;
 use crate::arena::Arena;
 use crate::error::OpError;
 use crate::slab::{class_size_bytes, SlabAllocator, SLAB_UNIT_BYTES};
-use bucket::{code, Bucket, INLINE_BYTES_MAX};
+use bucket::{code, Bucket, ByteMatch, INLINE_BYTES_MAX};
 
 /// Slab class of a chained bucket (64 bytes).
 const CHAIN_CLASS: u8 = 1;
@@ -233,6 +233,20 @@ impl Table {
         (((h & 0xffff_ffff) * self.bucket_count) >> 32) as usize * LINE_BYTES
     }
 
+    /// The main bucket of `h` and its offset, without a bounds check: `main_bucket` is below
+    /// `bucket_count` lines, which `new` checked lie inside the arena.
+    #[inline(always)]
+    fn main_bucket_ref(&self, h: u64) -> (usize, &Bucket) {
+        let off = self.main_bucket(h);
+        debug_assert!(off + LINE_BYTES <= self.bucket_count as usize * LINE_BYTES);
+        // SAFETY: off + 64 <= bucket_count * 64 <= index_bytes <= arena.len() (asserted in
+        // `new`); off is a multiple of 64 from a 2 MiB aligned base, so aligned for Bucket
+        // (plain bytes, align 64).
+        (off, unsafe {
+            &*(self.arena.base().add(off) as *const Bucket)
+        })
+    }
+
     #[inline(always)]
     fn bucket(&self, off: usize) -> &Bucket {
         debug_assert!(off.is_multiple_of(LINE_BYTES) && off + LINE_BYTES <= self.arena.len());
@@ -260,7 +274,7 @@ impl Table {
     /// chain, and (when the table has records) the records whose secondary hash matches.
     #[inline]
     pub fn prefetch_second(&self, h: u64, records: bool) {
-        let b = self.bucket(self.main_bucket(h));
+        let (_, b) = self.main_bucket_ref(h);
         if let Some(p) = b.chain() {
             self.arena.prefetch(p as usize * SLAB_UNIT_BYTES);
         }
@@ -295,11 +309,10 @@ impl Table {
     /// the pipeline, which counts the bucket read itself. Anything beyond an inline hit or a
     /// definite miss is left to `lookup`.
     #[inline(always)]
-    pub fn probe_main(&self, key: &[u8], h: u64) -> MainProbe<'_> {
-        let off = self.main_bucket(h);
-        let b = self.bucket(off);
+    pub fn probe_main(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'_> {
+        let (off, b) = self.main_bucket_ref(h);
         if key.len() < self.inline_threshold {
-            if let Some((pos, vlen)) = b.find_inline(key) {
+            if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 let o = off + pos + key.len();
                 return MainProbe::Found(self.arena.slice(o, vlen));
             }
@@ -319,17 +332,50 @@ impl Table {
         }
     }
 
+    /// The rest of a GET that [`Table::probe_main`] left undecided, in a table whose
+    /// key-values are all inline (no records, so no pointer slots): searches the buckets
+    /// chained behind the main one. Returns the value, if found, and how many chained buckets
+    /// were read.
+    #[inline(always)]
+    pub fn get_in_chain(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> (Option<&[u8]>, u64) {
+        debug_assert_eq!(self.counts.keys, self.counts.inline_keys);
+        let mut hops = 0u64;
+        if key.len() >= self.inline_threshold {
+            return (None, hops);
+        }
+        let (_, mut b) = self.main_bucket_ref(h);
+        while let Some(p) = b.chain() {
+            let off = p as usize * SLAB_UNIT_BYTES;
+            hops += 1;
+            assert!(
+                hops as usize <= self.arena.len() / LINE_BYTES,
+                "chain cycle"
+            );
+            b = self.bucket(off);
+            if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
+                return (Some(self.arena.slice(off + pos + key.len(), vlen)), hops);
+            }
+        }
+        (None, hops)
+    }
+
     /// Stage 3's shortcut for a lone PUT: when `key` is inline in its main bucket with a value
     /// of `value`'s length, overwrites the value there (one line read, one line written) and
     /// returns true. Otherwise changes nothing and returns false: the general path decides.
     #[inline(always)]
-    pub fn replace_main_inline(&mut self, key: &[u8], h: u64, value: &[u8]) -> bool {
+    pub fn replace_main_inline(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        value: &[u8],
+        simd: impl ByteMatch,
+    ) -> bool {
         if key.len() >= self.inline_threshold {
             return false;
         }
         let off = self.main_bucket(h);
         let b = self.bucket_mut(off);
-        match b.find_inline(key) {
+        match b.find_inline_with(key, simd) {
             Some((pos, vlen)) if vlen == value.len() => {
                 b.replace_inline_value(pos, key.len(), value);
                 true

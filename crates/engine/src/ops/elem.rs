@@ -62,6 +62,14 @@ impl ElemType {
         matches!(self, ElemType::F32 | ElemType::F64)
     }
 
+    /// True for the signed and unsigned integer types of `width` bytes (one comparison when
+    /// `width` is a constant: the codes of an integer width differ in bit 2 only).
+    #[inline(always)]
+    pub const fn is_int_of_width(self, width: usize) -> bool {
+        let c = self as u8 & !4;
+        c < 4 && (1usize << c) == width
+    }
+
     /// The element type with wire code `code`.
     pub fn from_code(code: u8) -> Result<ElemType, OpError> {
         ElemType::ALL
@@ -143,6 +151,20 @@ mod tests {
         assert_eq!(ElemType::F64.name(), "f64");
         assert_eq!(ElemType::parse("u128"), None);
         assert_eq!(ElemType::parse(""), None);
+    }
+
+    #[test]
+    fn integer_of_width_is_exactly_the_two_integer_types_of_that_width() {
+        for width in 0..=16 {
+            for elem in ElemType::ALL {
+                assert_eq!(
+                    elem.is_int_of_width(width),
+                    !elem.is_float() && elem.width() == width,
+                    "{} width {width}",
+                    elem.name()
+                );
+            }
+        }
     }
 
     #[test]
