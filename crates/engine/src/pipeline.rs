@@ -113,6 +113,12 @@ pub(crate) struct Station {
     /// visits only these, and prefetches a distance in leaders, not in positions.
     leaders: Box<[u32; WINDOW_MAX]>,
     leaders_len: usize,
+    /// Reservation-station slots of the window's writes (bit per slot), set by stage 1: a GET
+    /// whose slot is clear here has no write to its key in the window.
+    write_slots: [u64; RS_SLOTS / 64],
+    /// Ring positions of the window's GETs that no write in it can affect (stage 2 fills it).
+    free: Box<[u32; WINDOW_MAX]>,
+    free_len: usize,
 }
 
 impl Station {
@@ -129,6 +135,9 @@ impl Station {
             deferred: Box::new([0; WINDOW_MAX]),
             leaders: Box::new([0; WINDOW_MAX]),
             leaders_len: 0,
+            write_slots: [0; RS_SLOTS / 64],
+            free: Box::new([0; WINDOW_MAX]),
+            free_len: 0,
         }
     }
 
@@ -138,6 +147,12 @@ impl Station {
             self.rs_head[slot as usize] = NONE;
         }
         self.rs_used.clear();
+        self.free_len = 0;
+    }
+
+    #[inline(always)]
+    fn writes_to_slot(&self, slot: usize) -> bool {
+        (self.write_slots[slot / 64] >> (slot % 64)) & 1 == 1
     }
 }
 
@@ -482,16 +497,33 @@ impl Pipeline<'_> {
         let mut base = 0usize;
         while base < ops.len() {
             let end = (base + w).min(ops.len());
-            let gets_only = self.prefetch_window(ops, base, end);
+            let (gets_only, gets) = self.prefetch_window(ops, base, end);
             if gets_only && !self.stall {
-                self.get_window(ops, base, end, records, out, simd);
+                self.get_window(ops, base, end - base, records, out, simd, true);
                 base = end;
                 continue;
             }
-            let cut = self.reserve(ops, base, end, out);
+            // GETs can leave the station only in forward mode, and only if no write of the
+            // window is to their key.
+            let free_gets = gets > 0 && !self.stall;
+            if free_gets {
+                self.mark_write_slots(ops, base, end);
+            }
+            let cut = self.reserve(ops, base, end, free_gets, out);
+            // GETs that no write of the window can affect first, the read-only way.
+            let nf = self.st.free_len;
+            if nf > 0 {
+                for k in 0..PREFETCH_AHEAD.min(nf) {
+                    let p = self.st.free[k] as usize;
+                    if p >= PREFETCH_AHEAD {
+                        self.table.prefetch_bucket(self.st.ring[p].hash);
+                    }
+                }
+                self.get_window(ops, base, nf, records, out, simd, false);
+            }
             let nl = self.st.leaders_len;
-            // Every position leads (no same-key operation, no error): walk the positions
-            // themselves; otherwise the leader list, which skips followers.
+            // Every position leads (no same-key operation, no error, no GET taken out):
+            // walk the positions themselves; otherwise the leader list, which skips followers.
             if nl == cut - base {
                 self.retire_window(ops, nl, records, out, simd, |_, li| li);
             } else {
@@ -500,6 +532,9 @@ impl Pipeline<'_> {
                 });
             }
             self.st.clear();
+            if free_gets {
+                self.st.write_slots = [0; RS_SLOTS / 64];
+            }
             base = cut;
         }
     }
@@ -544,12 +579,13 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Stage 1: hash every key of the window and prefetch its main bucket. Returns true when
-    /// every operation of the window is a GET with a valid key.
+    /// Stage 1: hash every key of the window and prefetch its main bucket. Returns whether
+    /// every operation of the window is a GET with a valid key, and how many are GETs.
     #[inline(always)]
-    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> bool {
+    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> (bool, usize) {
         let key_len_max = self.limits.key_len_max;
         let mut gets_only = true;
+        let mut gets = 0usize;
         // A run of operations on one key (a hot counter) hashes it once.
         let mut prev: (&[u8], u64) = (&[], 0);
         for (p, op) in ops[base..end].iter().enumerate() {
@@ -570,52 +606,95 @@ impl Pipeline<'_> {
             let slot = &mut self.st.ring[p & RING_MASK];
             slot.hash = h;
             slot.same_key = same;
+            gets += usize::from(op.kind == OpKind::Get);
             if p < PREFETCH_AHEAD {
                 self.table.prefetch_bucket(h);
             }
         }
-        gets_only
+        (gets_only, gets)
     }
 
-    /// Stages 2 and 3 of a window of valid GETs (forward mode), without the reservation
-    /// station: with no write in the window, operations on the same key all see the same
-    /// stored value in any order, so there is nothing to serialize or forward. Each GET reads
-    /// its own bucket and counts it (a repeated key is a cache hit, but still one line read by
-    /// that operation).
+    /// Marks the reservation-station slots of the window's writes in `st.write_slots`.
+    #[inline(always)]
+    fn mark_write_slots(&mut self, ops: &[Op], base: usize, end: usize) {
+        for (p, op) in ops[base..end].iter().enumerate() {
+            if op.kind.writes() {
+                let rs = rs_slot(self.st.ring[p & RING_MASK].hash);
+                self.st.write_slots[rs / 64] |= 1 << (rs % 64);
+            }
+        }
+    }
+
+    /// A GET at ring position `p` against its main bucket: answered there, or deferred
+    /// (its chained bucket or record prefetched) to `get_window`'s second pass.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn get_main(
+        &mut self,
+        op: &Op,
+        base: usize,
+        p: usize,
+        records: bool,
+        out: &mut Results,
+        simd: impl ByteMatch,
+        deferred: &mut usize,
+    ) {
+        let h = self.st.ring[p & RING_MASK].hash;
+        if !finish_get(self.table.probe_main(op.key, h, simd), op, base + p, out) {
+            self.table.prefetch_second(h, records);
+            self.st.deferred[*deferred & RING_MASK] = p as u32;
+            *deferred += 1;
+        }
+    }
+
+    /// Stages 2 and 3 of `n` valid GETs of the window, at ring positions 0..n if `whole`,
+    /// else at the positions in `st.free`, in forward mode, without the reservation station: a whole window of GETs,
+    /// or the GETs of a window none of whose writes is to their keys. With no write to its key
+    /// in the window, a GET sees the same stored value whenever it runs, so there is nothing to
+    /// serialize or forward. Each GET reads its own bucket and counts it (a repeated key is a
+    /// cache hit, but still one line read by that operation).
     ///
     /// The first pass answers every GET whose main bucket decides it, which is nearly all at
     /// moderate utilization, and prefetches the chained bucket or record of the others; the
-    /// second pass runs those through the general lookup.
+    /// second pass finishes those.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn get_window(
         &mut self,
         ops: &[Op],
         base: usize,
-        end: usize,
+        n: usize,
         records: bool,
         out: &mut Results,
         simd: impl ByteMatch,
+        whole: bool,
     ) {
         let mut deferred = 0usize;
-        let n = end - base;
-        for (p, op) in ops[base..end].iter().enumerate() {
-            let i = base + p;
-            if p + PREFETCH_AHEAD < n {
-                let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
-                self.table.prefetch_bucket(ahead);
+        if whole {
+            // The positions are 0..n: walk the operations themselves.
+            for (p, op) in ops[base..base + n].iter().enumerate() {
+                if p + PREFETCH_AHEAD < n {
+                    let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
+                    self.table.prefetch_bucket(ahead);
+                }
+                self.get_main(op, base, p, records, out, simd, &mut deferred);
             }
-            let h = self.st.ring[p & RING_MASK].hash;
-            if !finish_get(self.table.probe_main(op.key, h, simd), op, i, out) {
-                self.table.prefetch_second(h, records);
-                self.st.deferred[deferred & RING_MASK] = p as u32;
-                deferred += 1;
+        } else {
+            for k in 0..n {
+                if k + PREFETCH_AHEAD < n {
+                    let ahead = self.st.free[k + PREFETCH_AHEAD] as usize;
+                    self.table
+                        .prefetch_bucket(self.st.ring[ahead & RING_MASK].hash);
+                }
+                let p = self.st.free[k] as usize;
+                self.get_main(&ops[base + p], base, p, records, out, simd, &mut deferred);
             }
         }
         // Without records, the rest is a walk down the main bucket's chain, whose every
         // bucket is one more read. (Asked again here: `records` was true or false at the start
         // of the batch, and an earlier window may have stored one since.)
         let records = self.table.counts().keys > self.table.counts().inline_keys;
-        let mut read = (end - base - deferred) as u64;
+        let mut read = (n - deferred) as u64;
         for d in 0..deferred {
             let p = self.st.deferred[d & RING_MASK] as usize;
             let h = self.st.ring[p & RING_MASK].hash;
@@ -633,7 +712,7 @@ impl Pipeline<'_> {
             read += 1 + hops;
         }
         let c = &mut self.stats.kinds[OpKind::Get as usize];
-        c.ops += (end - base) as u64;
+        c.ops += n as u64;
         c.reads += read;
         c.line_reads += read;
     }
@@ -641,7 +720,14 @@ impl Pipeline<'_> {
     /// Stage 2: validation and the reservation station, in request order. Returns the end of
     /// the window, which in stall mode is the first operation whose key is already in flight.
     #[inline(always)]
-    fn reserve(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) -> usize {
+    fn reserve(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        free_gets: bool,
+        out: &mut Results,
+    ) -> usize {
         // The leader of the previous operation's key, if that operation entered the station,
         // and the group entry (leader or follower) that operation belongs to.
         let mut prev_leader = NONE;
@@ -658,6 +744,17 @@ impl Pipeline<'_> {
                 self.stats.errors += 1;
                 let m = out.mark();
                 out.finish(at, Status::Error(e), m);
+                prev_leader = NONE;
+                continue;
+            }
+            if free_gets
+                && op.kind == OpKind::Get
+                && !self.st.writes_to_slot(rs_slot(self.st.ring[p].hash))
+            {
+                // No write of the window is to this key: it goes the read-only way (and so
+                // does any GET of its key after it, which makes the same test).
+                self.st.free[self.st.free_len] = p as u32;
+                self.st.free_len += 1;
                 prev_leader = NONE;
                 continue;
             }
