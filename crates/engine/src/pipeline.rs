@@ -331,6 +331,21 @@ fn int_run<T: Elem>(
     ran
 }
 
+/// Operation `i`, a built-in add or subtract of a `T` (checked by the caller), on the stored
+/// value `v` of `T`'s width, in place: replies with the value before it, like `apply`.
+#[inline(always)]
+fn lone_int<T: Elem>(op: &Op, i: usize, v: &mut [u8], out: &mut Results) {
+    let cur = T::load(v);
+    out.finish_found(i, v, op.no_return);
+    let d = T::load(op.arg);
+    let new = if op.func == ops::FN_ADD {
+        cur.op_add(d)
+    } else {
+        cur.op_sub(d)
+    };
+    new.store(v);
+}
+
 /// Answers GET `op` (operation `i`) from its main-bucket probe; `false` when the probe could
 /// not decide (chain or record: the general lookup's job).
 #[inline(always)]
@@ -869,6 +884,29 @@ impl Pipeline<'_> {
                 let m = out.mark();
                 out.finish(i, Status::Ok, m);
                 return;
+            }
+            // A lone built-in add or subtract of a 4- or 8-byte integer on an inline value of
+            // that width (a counter): changed in place in the main bucket, as the counter run
+            // of a group does it.
+            if op.kind == OpKind::UpdateS2S && op.func <= ops::FN_SUB {
+                let w = op.arg.len();
+                if (w == 4 || w == 8) && op.elem.is_int_of_width(w) {
+                    if let Some(v) = self.table.main_inline_value_mut(op.key, s.hash, simd) {
+                        if v.len() == w {
+                            if w == 8 {
+                                lone_int::<u64>(op, i, v, out);
+                            } else {
+                                lone_int::<u32>(op, i, v, out);
+                            }
+                            let c = &mut self.stats.kinds[op.kind as usize];
+                            c.reads += 1;
+                            c.line_reads += 1;
+                            c.writes += 1;
+                            c.line_writes += 1;
+                            return;
+                        }
+                    }
+                }
             }
             self.run_single(ops, i, s.hash, out);
         } else {

@@ -384,6 +384,24 @@ impl Table {
         }
     }
 
+    /// Stage 3's shortcut for a lone update of a small inline value: the value of `key` if it
+    /// is inline in its main bucket (one line read), to be changed in place (the same line
+    /// written back), never resized.
+    #[inline(always)]
+    pub fn main_inline_value_mut(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        simd: impl ByteMatch,
+    ) -> Option<&mut [u8]> {
+        if key.len() >= self.inline_threshold {
+            return None;
+        }
+        let (off, b) = self.main_bucket_ref(h);
+        let (pos, vlen) = b.find_inline_with(key, simd)?;
+        Some(self.arena.slice_mut(off + pos + key.len(), vlen))
+    }
+
     /// Finds `key` (whose hash is `h`). Always the first access of an operation.
     #[inline]
     pub fn lookup(&self, key: &[u8], h: u64, acc: &mut Access) -> Option<Loc> {
