@@ -14,7 +14,12 @@
 //! A window of nothing but valid GETs (forward mode) takes a shorter path after stage 1: no
 //! reservation station, since with no write in the window every order of its operations gives
 //! the same results; each GET is answered from its main bucket, and only those that need a
-//! chained bucket or a record go through the general lookup, after a prefetch.
+//! chained bucket or a record go through the general lookup, after a prefetch. In a window
+//! with writes, the GETs whose keys none of those writes touch (checked against a bit per
+//! reservation-station slot of the window's writes) take the same path and skip the station.
+//!
+//! Operations on the same key one after the other in the batch (a hot counter's run) share one
+//! station entry: stage 2 extends the previous operation's entry, stage 3 walks the run by index.
 //!
 //! The reservation station has 1024 slots indexed by hash bits 41..51, each a chain of the
 //! window's leaders with that slot. Unlike the FPGA, software can afford to compare full keys, so
