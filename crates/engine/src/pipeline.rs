@@ -877,18 +877,18 @@ impl Pipeline<'_> {
                 return;
             }
             // A lone PUT over an inline value of the same length, the common replace: the
-            // value changes in place in the main bucket, with nothing to allocate or free.
-            if matches!(op.kind, OpKind::Put | OpKind::PutXx)
-                && self.table.replace_main_inline(op.key, s.hash, op.arg, simd)
-            {
-                let c = &mut self.stats.kinds[op.kind as usize];
-                c.reads += 1;
-                c.line_reads += 1;
-                c.writes += 1;
-                c.line_writes += 1;
-                let m = out.mark();
-                out.finish(i, Status::Ok, m);
-                return;
+            // value changes in place in its bucket, with nothing to allocate or free.
+            if matches!(op.kind, OpKind::Put | OpKind::PutXx) {
+                if let Some(read) = self.table.replace_inline(op.key, s.hash, op.arg, simd) {
+                    let c = &mut self.stats.kinds[op.kind as usize];
+                    c.reads += read;
+                    c.line_reads += read;
+                    c.writes += 1;
+                    c.line_writes += 1;
+                    let m = out.mark();
+                    out.finish(i, Status::Ok, m);
+                    return;
+                }
             }
             // A lone built-in add or subtract of a 4- or 8-byte integer on an inline value of
             // that width (a counter): changed in place in the main bucket, as the counter run

@@ -372,6 +372,35 @@ fn replacing_an_inline_value_in_place_costs_one_read_and_one_write() {
 }
 
 #[test]
+fn replacing_an_inline_value_down_a_chain_reads_what_a_get_reads_and_writes_once() {
+    // A tiny index, so most keys sit in chained buckets. A lone same-length PUT is rewritten
+    // in place wherever the key is: it must read the buckets a GET of that key reads (main
+    // bucket, then the chain down to the key) and write one line, and store the value.
+    let mut e = engine(16, 0.01, 51);
+    let keys: Vec<[u8; 4]> = (0..300_000u32).map(|i| i.to_le_bytes()).collect();
+    for k in &keys {
+        e.put(k, b"vv").unwrap();
+    }
+    assert!(e.counts().chained_buckets > 1000, "{:?}", e.counts());
+    let mut deep = 0;
+    for (i, k) in keys.iter().enumerate().step_by(37) {
+        e.reset_stats();
+        assert_eq!(e.get(k).unwrap().as_deref(), Some(&b"vv"[..]));
+        let g = *e.report().stats.kind(OpKind::Get);
+        e.reset_stats();
+        let v = [b'a' + (i % 26) as u8, b'z'];
+        e.put(k, &v).unwrap();
+        let p = *e.report().stats.kind(OpKind::Put);
+        assert_eq!((p.reads, p.line_reads), (g.reads, g.line_reads), "key {i}");
+        assert_eq!((p.writes, p.line_writes), (1, 1), "key {i}");
+        assert_eq!(e.get(k).unwrap().as_deref(), Some(&v[..]), "key {i}");
+        deep += usize::from(g.reads > 1);
+    }
+    assert!(deep > 100, "only {deep} keys below a main bucket");
+    e.check_invariants();
+}
+
+#[test]
 fn redis_style_string_operations() {
     for mode in [ExecMode::Forward, ExecMode::Stall] {
         let mut e = engine(8, 0.5, 51);

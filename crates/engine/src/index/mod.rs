@@ -359,28 +359,44 @@ impl Table {
         (None, hops)
     }
 
-    /// Stage 3's shortcut for a lone PUT: when `key` is inline in its main bucket with a value
-    /// of `value`'s length, overwrites the value there (one line read, one line written) and
-    /// returns true. Otherwise changes nothing and returns false: the general path decides.
+    /// Stage 3's shortcut for a lone PUT: when `key` is inline in its main bucket, or (in a
+    /// table without records) in a bucket chained behind it, with a value of `value`'s length,
+    /// overwrites the value there and returns how many buckets were read (one line written).
+    /// Otherwise changes nothing and returns `None`: the general path decides.
     #[inline(always)]
-    pub fn replace_main_inline(
+    pub fn replace_inline(
         &mut self,
         key: &[u8],
         h: u64,
         value: &[u8],
         simd: impl ByteMatch,
-    ) -> bool {
+    ) -> Option<u64> {
         if key.len() >= self.inline_threshold {
-            return false;
+            return None;
         }
-        let off = self.main_bucket(h);
-        let b = self.bucket_mut(off);
-        match b.find_inline_with(key, simd) {
-            Some((pos, vlen)) if vlen == value.len() => {
-                b.replace_inline_value(pos, key.len(), value);
-                true
+        let mut off = self.main_bucket(h);
+        let mut read = 1u64;
+        // Without records, a key that is not inline in a bucket is not in it at all.
+        let records = self.counts.keys > self.counts.inline_keys;
+        loop {
+            let b = self.bucket(off);
+            match b.find_inline_with(key, simd) {
+                Some((pos, vlen)) if vlen == value.len() => {
+                    self.bucket_mut(off)
+                        .replace_inline_value(pos, key.len(), value);
+                    return Some(read);
+                }
+                Some(_) => return None,
+                None if records => return None,
+                None => {}
             }
-            _ => false,
+            let p = b.chain()?;
+            off = p as usize * SLAB_UNIT_BYTES;
+            read += 1;
+            assert!(
+                read as usize <= self.arena.len() / LINE_BYTES,
+                "chain cycle"
+            );
         }
     }
 
