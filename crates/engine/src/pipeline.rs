@@ -321,12 +321,7 @@ fn int_run<T: Elem>(
             }
             cur.store(&mut old[..T::WIDTH]);
             out.finish_found(c.i, &old[..T::WIDTH], op.no_return);
-            let d = T::load(op.arg);
-            cur = if op.func == ops::FN_ADD {
-                cur.op_add(d)
-            } else {
-                cur.op_sub(d)
-            };
+            cur = add_or_sub(cur, op);
             ran += 1;
             c.i += 1;
         }
@@ -342,13 +337,18 @@ fn int_run<T: Elem>(
 fn lone_int<T: Elem>(op: &Op, i: usize, v: &mut [u8], out: &mut Results) {
     let cur = T::load(v);
     out.finish_found(i, v, op.no_return);
+    add_or_sub(cur, op).store(v);
+}
+
+/// `cur` after the built-in add or subtract `op` (its operand a `T`), wrapping.
+#[inline(always)]
+fn add_or_sub<T: Elem>(cur: T, op: &Op) -> T {
     let d = T::load(op.arg);
-    let new = if op.func == ops::FN_ADD {
+    if op.func == ops::FN_ADD {
         cur.op_add(d)
     } else {
         cur.op_sub(d)
-    };
-    new.store(v);
+    }
 }
 
 /// Answers GET `op` (operation `i`) from its main-bucket probe; `false` when the probe could
@@ -513,7 +513,7 @@ impl Pipeline<'_> {
         out.reset(ops.len());
         self.stats.batches += 1;
         let w = self.st.window;
-        let records = self.table.counts().keys > self.table.counts().inline_keys;
+        let records = self.table.has_records();
         let mut base = 0usize;
         while base < ops.len() {
             let end = (base + w).min(ops.len());
@@ -713,7 +713,7 @@ impl Pipeline<'_> {
         // Without records, the rest is a walk down the main bucket's chain, whose every
         // bucket is one more read. (Asked again here: `records` was true or false at the start
         // of the batch, and an earlier window may have stored one since.)
-        let records = self.table.counts().keys > self.table.counts().inline_keys;
+        let records = self.table.has_records();
         let mut read = (n - deferred) as u64;
         for d in 0..deferred {
             let p = self.st.deferred[d & RING_MASK] as usize;

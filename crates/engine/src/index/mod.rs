@@ -211,6 +211,13 @@ impl Table {
         self.counts
     }
 
+    /// Whether any key-value is stored as a record (pointer slots exist); without records,
+    /// a key that is not inline in a bucket is not in it at all.
+    #[inline(always)]
+    pub fn has_records(&self) -> bool {
+        self.counts.keys > self.counts.inline_keys
+    }
+
     pub fn slab(&self) -> &SlabAllocator {
         &self.slab
     }
@@ -376,8 +383,7 @@ impl Table {
         }
         let mut off = self.main_bucket(h);
         let mut read = 1u64;
-        // Without records, a key that is not inline in a bucket is not in it at all.
-        let records = self.counts.keys > self.counts.inline_keys;
+        let records = self.has_records();
         loop {
             let b = self.bucket(off);
             match b.find_inline_with(key, simd) {
