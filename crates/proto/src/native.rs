@@ -273,9 +273,20 @@ pub fn encode_response(
     limits: &NativeLimits,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
+    encode_response_iter(request_id, ops.iter().copied(), limits, out)
+}
+
+/// [`encode_response`] from results made one by one (a server encoding straight from its
+/// engine's results, without collecting them first). On error `out` is unchanged.
+pub fn encode_response_iter<'a>(
+    request_id: u32,
+    ops: impl IntoIterator<Item = ResponseOp<'a>>,
+    limits: &NativeLimits,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     or_restore(out, |out| {
         let mut enc = ResponseEncoder::begin(out, request_id, limits);
-        ops.iter().try_for_each(|op| enc.push(*op))
+        ops.into_iter().try_for_each(|op| enc.push(op))
     })
 }
 

@@ -7,15 +7,16 @@
 
 use std::time::Duration;
 
-use directkv_engine::{ElemType, Op, OpKind, Status};
+use directkv_engine::{ElemType, Op, OpKind, Results, Status};
 use directkv_proto::native::{
-    self, encode_response, encode_response_frame, ErrorCode, ErrorReply, HelloReply, NativeLimits,
-    NativeOp, Request, Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64,
-    SHARD_PORT_ATTACH,
+    self, encode_response, encode_response_frame, encode_response_iter, EncodeError, ErrorCode,
+    ErrorReply, HelloReply, NativeLimits, NativeOp, OpBatch, Request, Response, ResponseFrame,
+    ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::batch::shard_of;
 use crate::plan::Pending;
 use crate::shard::ShardCtx;
 
@@ -39,6 +40,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
     let mut authenticated = authenticated || ctx.cfg.requirepass.is_none();
     let mut pending = Pending::new(ctx.shards());
     let mut slots: Vec<Slot> = Vec::new();
+    let mut local = Local::default();
     let mut out = Vec::with_capacity(READ_CHUNK_BYTES);
     let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
     let mut handoff: Option<usize> = None;
@@ -126,6 +128,12 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
                                 break;
                             }
                         }
+                        Request::Ops(batch) if local.owns_all(ctx, &batch) => {
+                            if local.run(ctx, id, &batch, &limits, &mut out).is_err() {
+                                close = true;
+                                break;
+                            }
+                        }
                         Request::Ops(batch) => {
                             pending.clear();
                             slots.clear();
@@ -195,16 +203,13 @@ fn error_frame(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, limits: &Nat
 }
 
 /// Translates a wire operation into an engine operation (the numbers are the same; the
-/// `protocol_mirrors` test keeps them so).
-pub(crate) fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
+/// `protocol_mirrors` test keeps them so), or the status code of why it cannot be one.
+fn engine_op<'a>(op: &NativeOp<'a>) -> Result<Op<'a>, u8> {
     let Some(kind) = OpKind::from_code(op.kind.code()) else {
-        return Slot::Failed(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
+        return Err(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
     };
-    let elem = match ElemType::from_code(op.elem) {
-        Ok(e) => e,
-        Err(e) => return Slot::Failed(Status::Error(e).code()),
-    };
-    let engine_op = Op {
+    let elem = ElemType::from_code(op.elem).map_err(|e| Status::Error(e).code())?;
+    Ok(Op {
         kind,
         key: op.key,
         arg: op.arg,
@@ -212,6 +217,77 @@ pub(crate) fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
         func: op.func,
         elem,
         no_return: op.is_no_return(),
-    };
-    Slot::Planned(p.op(&engine_op))
+    })
+}
+
+/// Adds a wire operation to the plan.
+pub(crate) fn plan_op(p: &mut Pending, op: &NativeOp) -> Slot {
+    match engine_op(op) {
+        Ok(o) => Slot::Planned(p.op(&o)),
+        Err(status) => Slot::Failed(status),
+    }
+}
+
+/// The path of a REQUEST frame whose keys all belong to this connection's shard (every frame
+/// with one shard, and a shard-aware client's frames with several): its operations run on the
+/// engine borrowing the frame's bytes, and the response is encoded straight from the engine's
+/// results, with no copy of keys and values into a plan on the way in or out.
+#[derive(Default)]
+struct Local {
+    /// Engine operations of the frame; empty between frames (the borrow ends with the frame,
+    /// the allocation is reused).
+    ops: Vec<Op<'static>>,
+    /// Frame positions of operations that failed translation, and their status codes.
+    failed: Vec<(usize, u8)>,
+    results: Results,
+}
+
+impl Local {
+    fn owns_all(&self, ctx: &ShardCtx, batch: &OpBatch<'_>) -> bool {
+        let shards = ctx.shards();
+        shards == 1 || batch.iter().all(|op| shard_of(op.key, shards) == ctx.id)
+    }
+
+    fn run(
+        &mut self,
+        ctx: &ShardCtx,
+        id: u32,
+        batch: &OpBatch<'_>,
+        limits: &NativeLimits,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let mut ops = reuse(std::mem::take(&mut self.ops));
+        self.failed.clear();
+        for (i, op) in batch.iter().enumerate() {
+            match engine_op(&op) {
+                Ok(o) => ops.push(o),
+                Err(status) => self.failed.push((i, status)),
+            }
+        }
+        ctx.engine.borrow_mut().execute(&ops, &mut self.results);
+        self.ops = reuse(ops);
+        let (r, failed) = (&self.results, &self.failed);
+        let mut next_failed = failed.iter().peekable();
+        let mut done = 0usize;
+        let replies = (0..batch.len()).map(|i| match next_failed.next_if(|f| f.0 == i) {
+            Some(&(_, status)) => ResponseOp { status, data: &[] },
+            None => {
+                done += 1;
+                ResponseOp {
+                    status: r.status(done - 1).code(),
+                    data: r.data(done - 1),
+                }
+            }
+        });
+        encode_response_iter(id, replies, limits, out)
+    }
+}
+
+/// An empty vector of operations with `v`'s allocation, for borrows of another lifetime.
+fn reuse<'b>(mut v: Vec<Op<'_>>) -> Vec<Op<'b>> {
+    v.clear();
+    // Collecting from an emptied vector into one of the same layout reuses its allocation.
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
 }

@@ -253,3 +253,48 @@ fn attach_keeps_the_authentication_it_had() {
     d.read(|r| assert!(matches!(r, Response::Error(_)), "{r:?}"));
     srv.stop();
 }
+
+/// One frame with an operation the engine cannot take (an unknown element type) between good
+/// ones: answered in place with its error, the others as usual. A one-shard server runs such a
+/// frame on its engine in place (no plan); a three-shard server, reached without ATTACH, plans
+/// it across shards. Both must answer alike.
+#[test]
+fn an_operation_that_fails_translation_is_answered_in_place_on_both_paths() {
+    let (one, five) = (1u64.to_le_bytes(), 5u64.to_le_bytes());
+    let mut bad = NativeOp::update_s2s(b"ctr", func::ADD, ElemCode::U64, &one);
+    bad.elem = 200;
+    let ops = [
+        NativeOp::put(b"ctr", &five),
+        bad,
+        NativeOp::update_s2s(b"ctr", func::ADD, ElemCode::U64, &one),
+        bad,
+        NativeOp::get(b"ctr"),
+        NativeOp::get(b"missing"),
+        bad,
+    ];
+    let want: Vec<(u8, Vec<u8>)> = vec![
+        (status::OK, vec![]),
+        (status::error(status::ERR_UNKNOWN_ELEM_TYPE), vec![]),
+        (status::OK, 5u64.to_le_bytes().to_vec()),
+        (status::error(status::ERR_UNKNOWN_ELEM_TYPE), vec![]),
+        (status::OK, 6u64.to_le_bytes().to_vec()),
+        (status::NOT_FOUND, vec![]),
+        (status::error(status::ERR_UNKNOWN_ELEM_TYPE), vec![]),
+    ];
+    for shards in [1, 3] {
+        let srv = start(shards);
+        let mut c = Native {
+            s: TcpStream::connect(srv.addr()).unwrap(),
+            buf: Vec::new(),
+        };
+        let mut out = Vec::new();
+        encode_request(9, &ops, &NativeLimits::DEFAULT, &mut out).unwrap();
+        c.send(&out);
+        let got: Vec<(u8, Vec<u8>)> = c.read(|r| match r {
+            Response::Ops(b) => b.iter().map(|o| (o.status, o.data.to_vec())).collect(),
+            r => panic!("{r:?}"),
+        });
+        assert_eq!(got, want, "{shards} shard(s)");
+        srv.stop();
+    }
+}
