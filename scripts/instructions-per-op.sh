@@ -33,4 +33,4 @@ awk -v t="$TOTAL" -v e="$EXEC" -v n="$OPS" -v b="$BATCHES" \
 callgrind_annotate --auto=yes --show-percs=no --context=0 "$OUT" 2>/dev/null |
     awk -v n="$OPS" '$1 ~ /^[0-9,]+$/ && $0 !~ /PROGRAM|=>|events annotated|\.(rs|S|c):[a-zA-Z_<]/ {
         c = $1; gsub(",", "", c); if (c / n >= 2) printf "%7.1f  %s\n", c / n, substr($0, index($0, $2)) }' |
-    sort -rn | head -25
+    sort -rn | head -${TOP:-25}

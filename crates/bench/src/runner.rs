@@ -230,15 +230,24 @@ pub async fn run(
         config.connections,
         "one driver per connection"
     );
+    // Key ids are drawn before the clock starts (see `OpStream`).
+    let pool = crate::workload::key_pool_len(config.connections);
+    let mut streams: Vec<OpStream> = (0..config.connections)
+        .map(|i| OpStream::with_pool(spec, i as u64, pool))
+        .collect();
     let clock = SystemClock;
     let start = clock.now();
     let measure_from = start + config.warmup;
     let measure_until = measure_from + config.measure;
     let measured_ops = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, driver) in std::mem::take(drivers).into_iter().enumerate() {
+    for (index, (driver, stream)) in std::mem::take(drivers)
+        .into_iter()
+        .zip(streams.drain(..))
+        .enumerate()
+    {
         let conn = Connection {
-            stream: OpStream::new(spec, index as u64),
+            stream,
             depth: config.depth,
             schedule: match config.pacing {
                 Pacing::Closed => None,
