@@ -38,7 +38,7 @@ use crate::config::WINDOW_MAX;
 #[cfg(target_arch = "x86_64")]
 use crate::index::bucket::Avx2;
 use crate::index::bucket::{Baseline, ByteMatch};
-use crate::index::{key_eq, Access, Loc, MainProbe, Table};
+use crate::index::{key_eq, Access, KeyMatch, Loc, MainProbe, Table};
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops::kernel::Elem;
 use crate::ops::{self, FunctionRegistry};
@@ -606,32 +606,56 @@ impl Pipeline<'_> {
         let key_len_max = self.limits.key_len_max;
         let mut gets_only = true;
         let mut gets = 0usize;
-        // A run of operations on one key (a hot counter) hashes it once.
-        let mut prev: (&[u8], u64) = (&[], 0);
-        for (p, op) in ops[base..end].iter().enumerate() {
+        let mut p = 0usize;
+        let mut rest = ops[base..end].iter();
+        while let Some(op) = rest.next() {
             let klen = op.key.len();
-            gets_only &= (op.kind == OpKind::Get) & (klen.wrapping_sub(1) < key_len_max);
+            let valid = klen.wrapping_sub(1) < key_len_max;
+            gets_only &= (op.kind == OpKind::Get) & valid;
+            gets += usize::from(op.kind == OpKind::Get);
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
-            let mut same = false;
-            let h = if klen > key_len_max {
-                0
-            } else if p > 0 && key_eq(op.key, prev.0) {
-                same = true;
-                prev.1
-            } else {
-                let h = key_hash(op.key);
-                prev = (op.key, h);
-                h
-            };
+            let too_long = klen > key_len_max;
+            let h = if too_long { 0 } else { key_hash(op.key) };
             let slot = &mut self.st.ring[p & RING_MASK];
             slot.hash = h;
-            slot.same_key = same;
-            gets += usize::from(op.kind == OpKind::Get);
+            slot.same_key = false;
             if p < PREFETCH_AHEAD {
                 self.table.prefetch_bucket(h);
             }
+            p += 1;
+            let after = rest.as_slice();
+            if !too_long && after.first().is_some_and(|next| key_eq(next.key, op.key)) {
+                // A run of operations on this key (a hot counter): they take its hash.
+                let (n, run_gets) = self.stage1_run(after, p, op.key, h);
+                gets_only &= valid & (run_gets == n);
+                gets += run_gets;
+                p += n;
+                rest = after[n..].iter();
+            }
         }
         (gets_only, gets)
+    }
+
+    /// Stage 1 for the operations at the start of `after` (ring positions from `p` on) whose
+    /// key is `key` (at least the first): they take its hash `h` and are marked as having the
+    /// key of the operation before them. Kept out of line, so that the loop of operations on
+    /// different keys stays tight. Returns how many there were and how many are GETs.
+    #[inline(never)]
+    fn stage1_run(&mut self, after: &[Op], p: usize, key: &[u8], h: u64) -> (usize, usize) {
+        let same = KeyMatch::new(key);
+        let mut gets = 0usize;
+        let mut n = 0usize;
+        for op in after {
+            if !same.matches(op.key) {
+                break;
+            }
+            gets += usize::from(op.kind == OpKind::Get);
+            let slot = &mut self.st.ring[(p + n) & RING_MASK];
+            slot.hash = h;
+            slot.same_key = true;
+            n += 1;
+        }
+        (n, gets)
     }
 
     /// Marks the reservation-station slots of the window's writes in `st.write_slots`.

@@ -802,6 +802,55 @@ impl Table {
     }
 }
 
+/// One key compared with many (a run of operations on it): its length and, for keys of 4 to
+/// 16 bytes, its first and last words are read once. `matches` is [`key_eq`].
+#[derive(Clone, Copy)]
+pub struct KeyMatch<'a> {
+    key: &'a [u8],
+    first: u64,
+    last: u64,
+}
+
+#[inline(always)]
+fn r8(s: &[u8], o: usize) -> u64 {
+    u64::from_ne_bytes(s[o..o + 8].try_into().expect("8 bytes"))
+}
+
+#[inline(always)]
+fn r4(s: &[u8], o: usize) -> u64 {
+    u64::from(u32::from_ne_bytes(s[o..o + 4].try_into().expect("4 bytes")))
+}
+
+impl<'a> KeyMatch<'a> {
+    #[inline(always)]
+    pub fn new(key: &'a [u8]) -> KeyMatch<'a> {
+        let n = key.len();
+        let (first, last) = if (8..=16).contains(&n) {
+            (r8(key, 0), r8(key, n - 8))
+        } else if (4..8).contains(&n) {
+            (r4(key, 0), r4(key, n - 4))
+        } else {
+            (0, 0)
+        };
+        KeyMatch { key, first, last }
+    }
+
+    #[inline(always)]
+    pub fn matches(&self, k: &[u8]) -> bool {
+        let n = self.key.len();
+        if k.len() != n {
+            return false;
+        }
+        if (8..=16).contains(&n) {
+            return r8(k, 0) == self.first && r8(k, n - 8) == self.last;
+        }
+        if (4..8).contains(&n) {
+            return r4(k, 0) == self.first && r4(k, n - 4) == self.last;
+        }
+        k == self.key
+    }
+}
+
 /// Key equality without a libc call for the short keys that dominate.
 #[inline(always)]
 pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
@@ -818,4 +867,32 @@ pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
         return r4(a, 0) == r4(b, 0) && r4(a, n - 4) == r4(b, n - 4);
     }
     a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `KeyMatch::matches` is `key_eq` at every length, for keys that differ in any one byte
+    /// (first, last or in between) and for keys of other lengths.
+    #[test]
+    fn key_match_agrees_with_key_equality_at_every_length() {
+        for n in 0..=24usize {
+            let key: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(29) ^ 0x33).collect();
+            let m = KeyMatch::new(&key);
+            assert!(m.matches(&key.clone()), "len {n}: equal");
+            for at in 0..n {
+                let mut other = key.clone();
+                other[at] ^= 0x80;
+                assert!(!m.matches(&other), "len {n}: byte {at} differs");
+                assert!(!key_eq(&key, &other));
+            }
+            let mut longer = key.clone();
+            longer.push(0);
+            assert!(!m.matches(&longer), "len {n}: longer");
+            if n > 0 {
+                assert!(!m.matches(&key[..n - 1]), "len {n}: shorter");
+            }
+        }
+    }
 }
