@@ -9,9 +9,9 @@
 //! ```
 //!
 //! Goals:
-//! - Deterministic: connection `i` of a run gets `OpStream::new(spec, i)`, seeded from
-//!   `(spec.seed, i)` only, so directkv, Redis and memcached receive the same operations in the
-//!   same batches when run with the same spec, depth and connection count.
+//! - Deterministic: connection `i` of a run gets `OpStream::with_pool(spec, i, ..)`, seeded
+//!   from `(spec.seed, i)` only, so directkv, Redis and memcached receive the same operations in
+//!   the same batches when run with the same spec, depth and connection count.
 //! - The YCSB core mixes (A 50/50 read/update, B 95/5, C read only, F 50/50 read /
 //!   read-modify-write) and KV-Direct's own: atomic adds on one key or on `--dist` keys, and
 //!   vector update/reduce/filter on u32 vectors.
