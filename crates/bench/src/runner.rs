@@ -232,7 +232,7 @@ pub async fn run(
     );
     // Key ids are drawn before the clock starts (see `OpStream`).
     let pool = crate::workload::key_pool_len(config.connections);
-    let mut streams: Vec<OpStream> = (0..config.connections)
+    let streams: Vec<OpStream> = (0..config.connections)
         .map(|i| OpStream::with_pool(spec, i as u64, pool))
         .collect();
     let clock = SystemClock;
@@ -241,11 +241,7 @@ pub async fn run(
     let measure_until = measure_from + config.measure;
     let measured_ops = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, (driver, stream)) in std::mem::take(drivers)
-        .into_iter()
-        .zip(streams.drain(..))
-        .enumerate()
-    {
+    for (index, (driver, stream)) in std::mem::take(drivers).into_iter().zip(streams).enumerate() {
         let conn = Connection {
             stream,
             depth: config.depth,

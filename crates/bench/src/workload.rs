@@ -164,6 +164,13 @@ pub fn key_pool_len(connections: usize) -> usize {
     (KEY_POOL_IDS_TOTAL / connections.max(1)).clamp(KEY_POOL_IDS_MIN, KEY_POOL_IDS_MAX)
 }
 
+/// The key generator's seed of stream `stream_index`: distinct and well mixed per stream.
+fn stream_seed(spec: &WorkloadSpec, stream_index: u64) -> u64 {
+    spec.seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(stream_index.wrapping_mul(0xD1B5_4A32_D192_ED03))
+}
+
 /// The deterministic operation stream of one connection.
 ///
 /// Key ids are drawn before the run into a pool that the stream then cycles through: a YCSB
@@ -189,12 +196,8 @@ impl OpStream {
 
     /// [`OpStream::new`] with a pool of `pool_len` key ids (at least one).
     pub fn with_pool(spec: &WorkloadSpec, stream_index: u64, pool_len: usize) -> OpStream {
-        // Distinct, well-mixed seeds per stream, and distinct ones for keys and for the mix, so
-        // that the two never move in lockstep.
-        let base = spec
-            .seed
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .wrapping_add(stream_index.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        // Distinct seeds for keys and for the mix, so that the two never move in lockstep.
+        let base = stream_seed(spec, stream_index);
         let (read_fraction, other) = spec.kind.mix();
         let single_key = spec.kind == WorkloadKind::AtomicSingle;
         let mut pool = vec![0u64; if single_key { 1 } else { pool_len.max(1) }];
@@ -335,8 +338,7 @@ mod tests {
     #[test]
     fn a_pooled_stream_sends_the_generator_draws_in_order_then_repeats_them() {
         let spec = spec(WorkloadKind::YcsbC);
-        let base = spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut direct = KeyGen::new(spec.dist, spec.keys, base);
+        let mut direct = KeyGen::new(spec.dist, spec.keys, stream_seed(&spec, 0));
         let want: Vec<u64> = (0..1000).map(|_| direct.next_index()).collect();
         let mut s = OpStream::with_pool(&spec, 0, 1000);
         let mut ops = Vec::new();

@@ -128,7 +128,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
                                 break;
                             }
                         }
-                        Request::Ops(batch) if local.owns_all(ctx, &batch) => {
+                        Request::Ops(batch) if owns_all(ctx, &batch) => {
                             if local.run(ctx, id, &batch, &limits, &mut out).is_err() {
                                 close = true;
                                 break;
@@ -242,12 +242,13 @@ struct Local {
     results: Results,
 }
 
-impl Local {
-    fn owns_all(&self, ctx: &ShardCtx, batch: &OpBatch<'_>) -> bool {
-        let shards = ctx.shards();
-        shards == 1 || batch.iter().all(|op| shard_of(op.key, shards) == ctx.id)
-    }
+/// Whether every key of `batch` belongs to this connection's shard.
+fn owns_all(ctx: &ShardCtx, batch: &OpBatch<'_>) -> bool {
+    let shards = ctx.shards();
+    shards == 1 || batch.iter().all(|op| shard_of(op.key, shards) == ctx.id)
+}
 
+impl Local {
     fn run(
         &mut self,
         ctx: &ShardCtx,
