@@ -357,12 +357,28 @@ pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
         return;
     }
     let len = out.len();
-    let s = v.as_ptr();
-    // SAFETY: 4 <= n <= 16 and `n` bytes are free past `len` (checked above). Every read lies
-    // in `v[..n]` and every write in `out[len..len + n]`: the words start at 0 and at n - w,
-    // w <= n. Unaligned accesses are what read/write_unaligned are for.
+    // SAFETY: 4 <= n <= 16 and `n` bytes are free past `len` (checked above); `v` is not in
+    // `out`'s spare capacity.
     unsafe {
-        let d = out.as_mut_ptr().add(len);
+        copy_words(out.as_mut_ptr().add(len), v.as_ptr(), n);
+        out.set_len(len + n);
+    }
+}
+
+/// Copies `n` bytes, 4 <= n <= 16, from `s` to `d` as two overlapping word moves (8-byte words
+/// from 8 bytes on, else 4-byte ones): no library call for a copy of run-time length, and no
+/// staging buffer (writing a small value into one and reading it back as a wider word stalls
+/// store forwarding).
+///
+/// # Safety
+/// `s` must be valid for `n` reads and `d` for `n` writes, the two not overlapping, and
+/// 4 <= n <= 16.
+#[inline(always)]
+pub(crate) unsafe fn copy_words(d: *mut u8, s: *const u8, n: usize) {
+    debug_assert!((4..=16).contains(&n));
+    // SAFETY: every read lies in `s[..n]` and every write in `d[..n]`: the words start at 0
+    // and at n - w, w <= n. Unaligned accesses are what read/write_unaligned are for.
+    unsafe {
         if n >= 8 {
             let a = std::ptr::read_unaligned(s.cast::<u64>());
             let b = std::ptr::read_unaligned(s.add(n - 8).cast::<u64>());
@@ -374,7 +390,6 @@ pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
             std::ptr::write_unaligned(d.cast::<u32>(), a);
             std::ptr::write_unaligned(d.add(n - 4).cast::<u32>(), b);
         }
-        out.set_len(len + n);
     }
 }
 

@@ -11,12 +11,22 @@
 //!                     value, then one write-back
 //! ```
 //!
-//! A window of nothing but valid GETs (forward mode) takes a shorter path after stage 1: no
-//! reservation station, since with no write in the window every order of its operations gives
-//! the same results; each GET is answered from its main bucket, and only those that need a
-//! chained bucket or a record go through the general lookup, after a prefetch. In a window
-//! with writes, the GETs whose keys none of those writes touch (checked against a bit per
-//! reservation-station slot of the window's writes) take the same path and skip the station.
+//! Two kinds of window (forward mode only) skip the reservation station, each in a loop
+//! compiled out of line (`simple_window_wide`), which hashes and prefetches `PREFETCH_AHEAD`
+//! operations ahead of the one it executes:
+//! - nothing but valid GETs: with no write in the window every order of its operations gives
+//!   the same results; each GET is answered from its main bucket, and only those that need a
+//!   chained bucket or a record go through the general lookup, after a prefetch;
+//! - nothing but valid GETs and PUTs (plain or replace-only): each runs to completion in
+//!   request order, a replace of an inline value of the same length in place, so a later
+//!   operation on a key sees the earlier ones' effects with nothing to serialize. What the
+//!   station would add is forwarding, which saves a key's later lookups in the window; those
+//!   hit the cache anyway. Atomics, vector operations and the rest, where forwarding merges
+//!   a hot key's operations into one write-back, always go through the station.
+//!
+//! In a window with other writes, the GETs whose keys none of those writes touch (checked
+//! against a bit per reservation-station slot of the window's writes) are answered the
+//! read-only way and skip the station.
 //!
 //! Operations on the same key one after the other in the batch (a hot counter's run) share one
 //! station entry: stage 2 extends the previous operation's entry, stage 3 walks the run by index.
@@ -33,6 +43,8 @@
 //!
 //! While stage 1 runs, up to `window` bucket fetches are in flight: this is how one core keeps
 //! many cache misses outstanding, the software form of the seed's 256 in-flight DMAs.
+
+use std::mem::MaybeUninit;
 
 use crate::config::WINDOW_MAX;
 #[cfg(target_arch = "x86_64")]
@@ -170,6 +182,35 @@ fn rs_slot(h: u64) -> usize {
 #[inline(always)]
 pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// Which loop a window of operations can take without the reservation station.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Simple {
+    /// Only GETs with valid keys.
+    Gets,
+    /// Only GETs and PUTs (plain or replace-only) with valid keys and values.
+    GetsPuts,
+    /// Anything else: the general pipeline.
+    No,
+}
+
+/// Classifies a window; the scans stop at the first operation that rules a class out.
+#[inline(always)]
+fn simple_window(win: &[Op], limits: &Limits) -> Simple {
+    let valid_get =
+        |op: &Op| (op.kind == OpKind::Get) & (op.key.len().wrapping_sub(1) < limits.key_len_max);
+    let Some(first_other) = win.iter().position(|op| !valid_get(op)) else {
+        return Simple::Gets;
+    };
+    let simple = win[first_other..].iter().all(|op| {
+        matches!(op.kind, OpKind::Get | OpKind::Put | OpKind::PutXx) && validate(op, limits).is_ok()
+    });
+    if simple {
+        Simple::GetsPuts
+    } else {
+        Simple::No
+    }
 }
 
 /// Applies one operation to the current value `cur` (None = missing). Appends the operation's
@@ -508,7 +549,7 @@ impl Pipeline<'_> {
     }
 
     #[inline(always)]
-    fn run_batch(&mut self, ops: &[Op], out: &mut Results, simd: impl ByteMatch) {
+    fn run_batch<S: ByteMatch>(&mut self, ops: &[Op], out: &mut Results, simd: S) {
         assert!(ops.len() < u32::MAX as usize, "batch too large");
         out.reset(ops.len());
         self.stats.batches += 1;
@@ -517,12 +558,31 @@ impl Pipeline<'_> {
         let mut base = 0usize;
         while base < ops.len() {
             let end = (base + w).min(ops.len());
-            let (gets_only, gets) = self.prefetch_window(ops, base, end);
-            if gets_only && !self.stall {
-                self.get_window(ops, base, end - base, records, out, simd, true);
+            // A window of nothing but GETs and PUTs (forward mode) takes its own compiled
+            // loop, without the reservation station; the scans stop at the first other
+            // operation.
+            let kind = if self.stall {
+                Simple::No
+            } else {
+                simple_window(&ops[base..end], &self.limits)
+            };
+            if kind != Simple::No {
+                if S::WIDE {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `S::WIDE` holds only for `Avx2`, whose values exist only where
+                    // the CPU has the wide build's features.
+                    unsafe {
+                        let f: unsafe fn(&mut Self, &[Op], usize, usize, Simple, &mut Results) =
+                            Self::simple_window_wide;
+                        std::hint::black_box(f)(self, ops, base, end, kind, out)
+                    };
+                } else {
+                    self.simple_window_baseline(ops, base, end, kind, out);
+                }
                 base = end;
                 continue;
             }
+            let gets = self.prefetch_window(ops, base, end);
             // GETs can leave the station only in forward mode, and only if no write of the
             // window is to their key.
             let free_gets = gets > 0 && !self.stall;
@@ -539,7 +599,7 @@ impl Pipeline<'_> {
                         self.table.prefetch_bucket(self.st.ring[p].hash);
                     }
                 }
-                self.get_window(ops, base, nf, records, out, simd, false);
+                self.get_window(ops, base, nf, records, out, simd);
             }
             let nl = self.st.leaders_len;
             // Every position leads (no same-key operation, no error, no GET taken out):
@@ -599,19 +659,16 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Stage 1: hash every key of the window and prefetch its main bucket. Returns whether
-    /// every operation of the window is a GET with a valid key, and how many are GETs.
+    /// Stage 1: hash every key of the window and prefetch its main bucket. Returns how many
+    /// operations of the window are GETs.
     #[inline(always)]
-    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> (bool, usize) {
+    fn prefetch_window(&mut self, ops: &[Op], base: usize, end: usize) -> usize {
         let key_len_max = self.limits.key_len_max;
-        let mut gets_only = true;
         let mut gets = 0usize;
         let mut p = 0usize;
         let mut rest = ops[base..end].iter();
         while let Some(op) = rest.next() {
             let klen = op.key.len();
-            let valid = klen.wrapping_sub(1) < key_len_max;
-            gets_only &= (op.kind == OpKind::Get) & valid;
             gets += usize::from(op.kind == OpKind::Get);
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
             let too_long = klen > key_len_max;
@@ -627,13 +684,12 @@ impl Pipeline<'_> {
             if !too_long && after.first().is_some_and(|next| key_eq(next.key, op.key)) {
                 // A run of operations on this key (a hot counter): they take its hash.
                 let (n, run_gets) = self.stage1_run(after, p, op.key, h);
-                gets_only &= valid & (run_gets == n);
                 gets += run_gets;
                 p += n;
                 rest = after[n..].iter();
             }
         }
-        (gets_only, gets)
+        gets
     }
 
     /// Stage 1 for the operations at the start of `after` (ring positions from `p` on) whose
@@ -691,18 +747,186 @@ impl Pipeline<'_> {
         }
     }
 
-    /// Stages 2 and 3 of `n` valid GETs of the window, at ring positions 0..n if `whole`,
-    /// else at the positions in `st.free`, in forward mode, without the reservation station: a whole window of GETs,
-    /// or the GETs of a window none of whose writes is to their keys. With no write to its key
-    /// in the window, a GET sees the same stored value whenever it runs, so there is nothing to
-    /// serialize or forward. Each GET reads its own bucket and counts it (a repeated key is a
-    /// cache hit, but still one line read by that operation).
+    /// A window of nothing but GETs and PUTs of valid keys and values, in forward mode,
+    /// compiled for x86-64-v3 on its own: out of line, its loops have the registers to
+    /// themselves instead of sharing them with the general pipeline's.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
+    #[inline(never)]
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn simple_window_wide(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        kind: Simple,
+        out: &mut Results,
+    ) {
+        // SAFETY: this function is compiled for AVX2, and callers check the CPU has it.
+        let simd = unsafe { Avx2::new_unchecked() };
+        self.simple_window(ops, base, end, kind, out, simd);
+    }
+
+    /// [`Pipeline::simple_window_wide`] for every CPU.
+    #[inline(never)]
+    fn simple_window_baseline(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        kind: Simple,
+        out: &mut Results,
+    ) {
+        self.simple_window(ops, base, end, kind, out, Baseline);
+    }
+
+    #[inline(always)]
+    fn simple_window(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        kind: Simple,
+        out: &mut Results,
+        simd: impl ByteMatch,
+    ) {
+        let records = self.table.has_records();
+        match kind {
+            Simple::Gets => self.gets_window(ops, base, end, records, out, simd),
+            Simple::GetsPuts => self.in_order_window(ops, base, end, records, out, simd),
+            Simple::No => unreachable!("not a simple window"),
+        }
+    }
+
+    /// A window of GETs and PUTs of valid keys and values (`ops[base..end]`), in forward mode,
+    /// without the reservation station: each operation runs to completion in request order,
+    /// so later operations on a key see the earlier ones' effects with nothing to
+    /// serialize. The station's forwarding would save the lookups of a key's later operations
+    /// in the window, but after the first one its bucket is in cache anyway. Main buckets are
+    /// prefetched `PREFETCH_AHEAD` operations ahead and, where there are chains or records,
+    /// what they point to half that distance ahead.
+    #[inline(always)]
+    fn in_order_window(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        records: bool,
+        out: &mut Results,
+        simd: impl ByteMatch,
+    ) {
+        const HALF: usize = PREFETCH_AHEAD / 2;
+        let win = &ops[base..end];
+        // Uninitialized, as in `gets_window`.
+        let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
+        for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
+            let h = key_hash(op.key);
+            hashes[p & RING_MASK].write(h);
+            self.table.prefetch_bucket(h);
+        }
+        let second = self.table.counts().chained_buckets > 0 || records;
+        for (p, op) in win.iter().enumerate() {
+            if let Some(next) = win.get(p + PREFETCH_AHEAD) {
+                let h = key_hash(next.key);
+                hashes[(p + PREFETCH_AHEAD) & RING_MASK].write(h);
+                self.table.prefetch_bucket(h);
+            }
+            if second && p + HALF < win.len() {
+                // SAFETY: position p + HALF < p + PREFETCH_AHEAD was written above.
+                let h = unsafe { hashes[(p + HALF) & RING_MASK].assume_init() };
+                self.table.prefetch_second(h, records);
+            }
+            // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
+            let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            let i = base + p;
+            let c = &mut self.stats.kinds[op.kind as usize];
+            c.ops += 1;
+            if op.kind == OpKind::Get {
+                if finish_get(self.table.probe_main(op.key, h, simd), op, i, out) {
+                    c.reads += 1;
+                    c.line_reads += 1;
+                    continue;
+                }
+            } else if let Some(read) = self.table.replace_inline(op.key, h, op.arg, simd) {
+                // A PUT over an inline value of the same length, the common replace: the
+                // value changes in place in its bucket.
+                c.reads += read;
+                c.line_reads += read;
+                c.writes += 1;
+                c.line_writes += 1;
+                let m = out.mark();
+                out.finish(i, Status::Ok, m);
+                continue;
+            }
+            self.run_single(ops, i, h, out);
+        }
+    }
+
+    /// A window of nothing but GETs of valid keys (`ops[base..end]`), in forward mode, without
+    /// the reservation station: with no write in the window, every order of its GETs gives
+    /// the same results, so there is nothing to serialize or forward, and no need to look for
+    /// runs on one key. One loop hashes each key `PREFETCH_AHEAD` operations ahead of the GET
+    /// it answers, and prefetches its main bucket. The hashes and the undecided GETs are kept
+    /// in local arrays, which nothing else can write, so the loop keeps the table's fields in
+    /// registers.
+    #[inline(always)]
+    fn gets_window(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        records: bool,
+        out: &mut Results,
+        simd: impl ByteMatch,
+    ) {
+        let win = &ops[base..end];
+        // Uninitialized: a window is at most WINDOW_MAX operations, and position p's hash is
+        // written PREFETCH_AHEAD positions before it is read (or by the first loop).
+        let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
+        let mut undecided = [const { MaybeUninit::<(u32, u64)>::uninit() }; WINDOW_MAX];
+        let mut nu = 0usize;
+        let table = self.table.main_index();
+        for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
+            let h = key_hash(op.key);
+            hashes[p & RING_MASK].write(h);
+            table.prefetch(h);
+        }
+        for (p, op) in win.iter().enumerate() {
+            if let Some(next) = win.get(p + PREFETCH_AHEAD) {
+                let h = key_hash(next.key);
+                hashes[(p + PREFETCH_AHEAD) & RING_MASK].write(h);
+                table.prefetch(h);
+            }
+            // SAFETY: written above, by the first loop (p < PREFETCH_AHEAD) or by iteration
+            // p - PREFETCH_AHEAD of this one; the window has at most WINDOW_MAX positions.
+            let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            if !finish_get(table.probe(op.key, h, simd), op, base + p, out) {
+                self.table.prefetch_second(h, records);
+                undecided[nu & RING_MASK].write((p as u32, h));
+                nu += 1;
+            }
+        }
+        for (d, u) in undecided[..nu].iter().enumerate() {
+            // SAFETY: the first `nu` entries were written by the loop above.
+            let (p, h) = unsafe { u.assume_init() };
+            self.st.deferred[d] = p;
+            self.st.ring[p as usize & RING_MASK].hash = h;
+        }
+        self.finish_gets(ops, base, win.len(), nu, out, simd);
+    }
+
+    /// Stages 2 and 3 of the `n` GETs of a window with writes that none of those writes can
+    /// affect (their ring positions are in `st.free`), in forward mode, without the
+    /// reservation station: with no write to its key in the window, a GET sees the same stored
+    /// value whenever it runs. Each GET reads its own bucket and counts it (a repeated key is
+    /// a cache hit, but still one line read by that operation).
     ///
     /// The first pass answers every GET whose main bucket decides it, which is nearly all at
     /// moderate utilization, and prefetches the chained bucket or record of the others; the
     /// second pass finishes those.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn get_window(
         &mut self,
         ops: &[Op],
@@ -711,29 +935,32 @@ impl Pipeline<'_> {
         records: bool,
         out: &mut Results,
         simd: impl ByteMatch,
-        whole: bool,
     ) {
         let mut deferred = 0usize;
-        if whole {
-            // The positions are 0..n: walk the operations themselves.
-            for (p, op) in ops[base..base + n].iter().enumerate() {
-                if p + PREFETCH_AHEAD < n {
-                    let ahead = self.st.ring[(p + PREFETCH_AHEAD) & RING_MASK].hash;
-                    self.table.prefetch_bucket(ahead);
-                }
-                self.get_main(op, base, p, records, out, simd, &mut deferred);
+        for k in 0..n {
+            if k + PREFETCH_AHEAD < n {
+                let ahead = self.st.free[k + PREFETCH_AHEAD] as usize;
+                self.table
+                    .prefetch_bucket(self.st.ring[ahead & RING_MASK].hash);
             }
-        } else {
-            for k in 0..n {
-                if k + PREFETCH_AHEAD < n {
-                    let ahead = self.st.free[k + PREFETCH_AHEAD] as usize;
-                    self.table
-                        .prefetch_bucket(self.st.ring[ahead & RING_MASK].hash);
-                }
-                let p = self.st.free[k] as usize;
-                self.get_main(&ops[base + p], base, p, records, out, simd, &mut deferred);
-            }
+            let p = self.st.free[k] as usize;
+            self.get_main(&ops[base + p], base, p, records, out, simd, &mut deferred);
         }
+        self.finish_gets(ops, base, n, deferred, out, simd);
+    }
+
+    /// The second pass over `n` GETs of a window: the `deferred` ones whose main bucket did
+    /// not decide them (ring positions in `st.deferred`), then the GET counters.
+    #[inline(always)]
+    fn finish_gets(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        n: usize,
+        deferred: usize,
+        out: &mut Results,
+        simd: impl ByteMatch,
+    ) {
         // Without records, the rest is a walk down the main bucket's chain, whose every
         // bucket is one more read. (Asked again here: `records` was true or false at the start
         // of the batch, and an earlier window may have stored one since.)

@@ -1099,6 +1099,76 @@ fn gets_only_after_each(p: Profile) -> impl Strategy<Value = Case> {
     })
 }
 
+/// Each batch of the case followed by a copy of it made of GETs and PUTs only: plain and
+/// replace-only PUTs stay, operations that carry a value become plain PUTs of it, the rest
+/// GETs of the same key (same-key runs included), so the in-order path for GET/PUT windows
+/// sees every kind of stored value and every mix of reads and writes of one key. Too-long
+/// keys and too-large values stay as they are: their windows take the general path.
+fn gets_and_puts_after_each(p: Profile) -> impl Strategy<Value = Case> {
+    case(p).prop_map(|mut c| {
+        let mut batches = Vec::with_capacity(2 * c.batches.len());
+        for b in c.batches {
+            let simple = b
+                .iter()
+                .map(|a| {
+                    let act = match a.act {
+                        Act::Put(_) | Act::PutXx(_) | Act::Bad(Bad::LongKey | Bad::LargeValue) => {
+                            a.act
+                        }
+                        Act::PutNx(v) | Act::Cas(_, v) => Act::Put(v),
+                        _ => Act::Get,
+                    };
+                    AOp { act, ..*a }
+                })
+                .collect();
+            batches.push(b);
+            batches.push(simple);
+        }
+        c.batches = batches;
+        c
+    })
+}
+
+const CASES_GETS_PUTS: (u32, u32) = (128, 12);
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_PUTS.0, CASES_GETS_PUTS.1))]
+
+    /// Windows of GETs and PUTs over inline key-values and records, in windows of 1..=9
+    /// operations and in the default window.
+    #[test]
+    fn model_gets_and_puts_windows(c in gets_and_puts_after_each(small_profile()), window in prop_oneof![Just(256usize), 1usize..=9]) {
+        let mut cfg = engine_config(4, 0.5, 51);
+        cfg.window = window;
+        run_case(&cfg, &c, false)?;
+    }
+
+    /// Every key-value in a record.
+    #[test]
+    fn model_gets_and_puts_all_records(c in gets_and_puts_after_each(small_profile())) {
+        run_case(&engine_config(4, 0.5, 0), &c, false)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_ONLY_CHAINS.0, CASES_GETS_ONLY_CHAINS.1))]
+
+    /// GET/PUT windows over chained buckets: the tiny index of (c), operations on any key.
+    #[test]
+    fn model_gets_and_puts_chains(c in gets_and_puts_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
+        let cfg = engine_config(8, 0.01, 51);
+        let mut h = Harness::new(&cfg, false);
+        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
+        h.preload(&fill);
+        let mut all = c.keys.clone();
+        all.extend(fill.into_iter().map(|(k, _)| k));
+        let keys = Keys { hot: c.keys.len(), all };
+        for b in &c.batches {
+            h.run(b, &keys)?;
+        }
+    }
+}
+
 const CASES_GETS_ONLY: (u32, u32) = (128, 12);
 const CASES_GETS_ONLY_CHAINS: (u32, u32) = (6, 1);
 

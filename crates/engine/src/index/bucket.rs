@@ -97,27 +97,6 @@ pub fn pointer_lanes(codes: u32) -> u32 {
     ((codes >> 2) & LANE_LOW) | lanes_equal(codes, code::PTR_SMALL_FIRST)
 }
 
-/// The bytes of `v` (at most 16) as a little-endian number, read with two overlapping loads
-/// instead of a copy of run-time length.
-#[inline(always)]
-fn load_le_16(v: &[u8]) -> u128 {
-    let n = v.len();
-    debug_assert!(n <= 16);
-    let r8 = |o: usize| u64::from_le_bytes(v[o..o + 8].try_into().expect("8 bytes")) as u128;
-    let r4 = |o: usize| u32::from_le_bytes(v[o..o + 4].try_into().expect("4 bytes")) as u128;
-    // The second load ends at the last byte; where the two overlap they hold the same bytes.
-    match n {
-        8..=16 => r8(0) | (r8(n - 8) << (8 * (n - 8))),
-        4..=7 => r4(0) | (r4(n - 4) << (8 * (n - 4))),
-        1..=3 => {
-            v[0] as u128
-                | ((v[n / 2] as u128) << (8 * (n / 2)))
-                | ((v[n - 1] as u128) << (8 * (n - 1)))
-        }
-        _ => 0,
-    }
-}
-
 /// A decoded inline entry: it starts at byte `pos` of the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InlineEntry {
@@ -353,19 +332,47 @@ impl Bucket {
         debug_assert!((1..=INLINE_BYTES_MAX).contains(&klen));
         let bitmap = self.bitmap();
         let last = klen - 1;
-        let mut cand = ((bitmap << 1) | 1)
+        let cand = ((bitmap << 1) | 1)
             & (bitmap >> last)
             & simd.bytes_equal(&self.bytes, key[0])
             & (simd.bytes_equal(&self.bytes, key[last]) >> last);
+        if cand == 0 {
+            return None;
+        }
+        // Nearly always the first candidate is the key (a false candidate needs an entry of
+        // the same length with the same first and last bytes): it is checked here, the rest
+        // out of line, so the common path stays straight.
+        let pos = cand.trailing_zeros() as usize;
+        if let Some(vlen) = self.inline_entry_is(pos, bitmap, key) {
+            return Some((pos, vlen));
+        }
+        self.find_inline_rest(cand & (cand - 1), bitmap, key)
+    }
+
+    /// The value length of the inline entry at byte `pos` if it is the key `key`, given that
+    /// the bitmap and the first and last key bytes allow it (a candidate).
+    #[inline(always)]
+    fn inline_entry_is(&self, pos: usize, bitmap: u64, key: &[u8]) -> Option<usize> {
+        let klen = key.len();
+        let below = bitmap & ((1u64 << pos) - 1);
+        if below.count_ones().is_multiple_of(2)
+            && (bitmap >> pos).trailing_zeros() as usize == klen - 1
+            && crate::index::key_eq(&self.bytes[pos..pos + klen], key)
+        {
+            Some((bitmap >> (pos + klen)).trailing_zeros() as usize + 1)
+        } else {
+            None
+        }
+    }
+
+    /// [`Bucket::find_inline_with`] for the candidates after the first.
+    #[cold]
+    #[inline(never)]
+    fn find_inline_rest(&self, mut cand: u64, bitmap: u64, key: &[u8]) -> Option<(usize, usize)> {
         while cand != 0 {
             let pos = cand.trailing_zeros() as usize;
             cand &= cand - 1;
-            let below = bitmap & ((1u64 << pos) - 1);
-            if below.count_ones().is_multiple_of(2)
-                && (bitmap >> pos).trailing_zeros() as usize == last
-                && crate::index::key_eq(&self.bytes[pos..pos + klen], key)
-            {
-                let vlen = (bitmap >> (pos + klen)).trailing_zeros() as usize + 1;
+            if let Some(vlen) = self.inline_entry_is(pos, bitmap, key) {
                 return Some((pos, vlen));
             }
         }
@@ -449,25 +456,20 @@ impl Bucket {
 
     /// Replaces the value of the inline entry at byte `pos` (key of `klen` bytes) with `value`
     /// of the same length as the old one: the key, the bitmap and the codes stay as they are.
-    /// The common small case is one 16-byte merge, without the library call that copying a
-    /// slice of run-time length makes.
-    #[inline]
+    /// The common small case (4..=16 bytes) is two overlapping word moves, without the library
+    /// call that copying a slice of run-time length makes.
+    #[inline(always)]
     pub fn replace_inline_value(&mut self, pos: usize, klen: usize, value: &[u8]) {
         let vo = pos + klen;
-        let vlen = value.len();
-        debug_assert_eq!(self.inline_entry(pos).vlen, vlen);
-        if vlen <= 16 && vo + 16 <= self.bytes.len() {
-            let keep = vlen * 8;
-            let mask = if keep == 128 {
-                u128::MAX
-            } else {
-                (1u128 << keep) - 1
-            };
-            let w: &mut [u8; 16] = (&mut self.bytes[vo..vo + 16]).try_into().expect("16 bytes");
-            let cur = u128::from_le_bytes(*w);
-            *w = ((load_le_16(value) & mask) | (cur & !mask)).to_le_bytes();
+        let n = value.len();
+        debug_assert_eq!(self.inline_entry(pos).vlen, n);
+        let dst = &mut self.bytes[vo..vo + n];
+        if (4..=16).contains(&n) {
+            // SAFETY: `dst` and `value` are n bytes each, 4 <= n <= 16, and `value` is not in
+            // this bucket (it is borrowed while the bucket is borrowed mutably).
+            unsafe { crate::op::copy_words(dst.as_mut_ptr(), value.as_ptr(), n) };
         } else {
-            self.bytes[vo..vo + vlen].copy_from_slice(value);
+            dst.copy_from_slice(value);
         }
     }
 
@@ -525,6 +527,10 @@ impl Bucket {
 /// compares where the CPU has AVX2, and only code compiled for AVX2 (the pipeline's wide
 /// build) can make one.
 pub trait ByteMatch: Copy {
+    /// Code using this matcher may run x86-64-v3 instructions (AVX2, BMI1/2, LZCNT, POPCNT):
+    /// true only for [`Avx2`], whose values exist only in the pipeline's wide build, which
+    /// runs where the CPU has them all.
+    const WIDE: bool = false;
     fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64;
 }
 
@@ -570,13 +576,15 @@ pub struct Avx2(());
 
 #[cfg(target_arch = "x86_64")]
 impl Avx2 {
-    /// `Some` where the CPU has AVX2.
+    /// `Some` where the CPU has AVX2 and the rest of x86-64-v3 that the wide build uses
+    /// (see [`ByteMatch::WIDE`]).
     pub fn detect() -> Option<Avx2> {
-        std::arch::is_x86_feature_detected!("avx2").then_some(Avx2(()))
+        crate::pipeline::wide_cpu().then_some(Avx2(()))
     }
 
     /// # Safety
-    /// The CPU must have AVX2 (e.g. the caller is compiled with `target_feature = "avx2"`).
+    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT (e.g. the caller is compiled with
+    /// them as target features).
     #[inline(always)]
     pub unsafe fn new_unchecked() -> Avx2 {
         Avx2(())
@@ -585,6 +593,7 @@ impl Avx2 {
 
 #[cfg(target_arch = "x86_64")]
 impl ByteMatch for Avx2 {
+    const WIDE: bool = true;
     #[inline(always)]
     fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64 {
         // SAFETY: an Avx2 value exists only where the CPU has AVX2.
@@ -892,16 +901,6 @@ mod tests {
                 assert_eq!(got.find_inline(b"n"), Some((0, 1)));
                 check_codes(&got);
             }
-        }
-    }
-
-    #[test]
-    fn load_le_16_reads_every_length() {
-        for n in 0..=16usize {
-            let v: Vec<u8> = (1..=n as u8).collect();
-            let mut want = [0u8; 16];
-            want[..n].copy_from_slice(&v);
-            assert_eq!(load_le_16(&v), u128::from_le_bytes(want), "length {n}");
         }
     }
 

@@ -92,6 +92,66 @@ pub enum MainProbe<'a> {
     Elsewhere,
 }
 
+/// The main buckets of a [`Table`], read-only: what stage 1's prefetch and the GET fast path
+/// need, as a small copyable value ([`Table::main_index`]).
+#[derive(Clone, Copy)]
+pub struct MainIndex<'a> {
+    base: *mut u8,
+    bucket_count: u64,
+    inline_threshold: usize,
+    _table: std::marker::PhantomData<&'a Table>,
+}
+
+impl<'a> MainIndex<'a> {
+    #[inline(always)]
+    fn bucket(self, h: u64) -> &'a Bucket {
+        let off = (((h & 0xffff_ffff) * self.bucket_count) >> 32) as usize * LINE_BYTES;
+        // SAFETY: off + 64 <= bucket_count * 64 <= index_bytes <= arena.len() (asserted in
+        // `Table::new`); off is a multiple of 64 from a 2 MiB aligned base, so aligned for
+        // Bucket (plain bytes, align 64); the table is borrowed for 'a.
+        unsafe { &*(self.base.add(off) as *const Bucket) }
+    }
+
+    /// Prefetches the main bucket of `h` (pipeline stage 1).
+    #[inline(always)]
+    pub fn prefetch(self, h: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults; the address is inside the mapping anyway.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                (self.bucket(h) as *const Bucket).cast::<i8>(),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = h;
+    }
+
+    /// [`Table::probe_main`].
+    #[inline(always)]
+    pub fn probe(self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'a> {
+        let b = self.bucket(h);
+        if key.len() < self.inline_threshold {
+            if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
+                let o = pos + key.len();
+                return MainProbe::Found(&b.bytes[o..o + vlen]);
+            }
+        }
+        let sec = secondary_hash(h);
+        let mut ptrs = bucket::pointer_lanes(b.codes());
+        while ptrs != 0 {
+            let s = ptrs.trailing_zeros() as usize / 3;
+            ptrs &= ptrs - 1;
+            if b.pointer(s).0 == sec {
+                return MainProbe::Elsewhere;
+            }
+        }
+        match b.chain() {
+            Some(_) => MainProbe::Elsewhere,
+            None => MainProbe::Missing,
+        }
+    }
+}
+
 /// Memory accesses of one operation: distinct 64-byte lines, and accesses in the seed's sense
 /// (one per contiguous region, a DMA). A region touched twice by one operation counts once.
 #[derive(Debug, Default, Clone)]
@@ -274,7 +334,19 @@ impl Table {
     /// Prefetches the main bucket of `h` (pipeline stage 1).
     #[inline(always)]
     pub fn prefetch_bucket(&self, h: u64) {
-        self.arena.prefetch(self.main_bucket(h));
+        self.main_index().prefetch(h);
+    }
+
+    /// The fields the main-bucket fast path reads, copied: a loop holding them as a local
+    /// value keeps them in registers across its stores.
+    #[inline(always)]
+    pub fn main_index(&self) -> MainIndex<'_> {
+        MainIndex {
+            base: self.arena.base(),
+            bucket_count: self.bucket_count,
+            inline_threshold: self.inline_threshold,
+            _table: std::marker::PhantomData,
+        }
     }
 
     /// Pipeline stage 2, once the main bucket has arrived: prefetches the next bucket of its
@@ -317,26 +389,7 @@ impl Table {
     /// definite miss is left to `lookup`.
     #[inline(always)]
     pub fn probe_main(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'_> {
-        let (off, b) = self.main_bucket_ref(h);
-        if key.len() < self.inline_threshold {
-            if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
-                let o = off + pos + key.len();
-                return MainProbe::Found(self.arena.slice(o, vlen));
-            }
-        }
-        let sec = secondary_hash(h);
-        let mut ptrs = bucket::pointer_lanes(b.codes());
-        while ptrs != 0 {
-            let s = ptrs.trailing_zeros() as usize / 3;
-            ptrs &= ptrs - 1;
-            if b.pointer(s).0 == sec {
-                return MainProbe::Elsewhere;
-            }
-        }
-        match b.chain() {
-            Some(_) => MainProbe::Elsewhere,
-            None => MainProbe::Missing,
-        }
+        self.main_index().probe(key, h, simd)
     }
 
     /// The rest of a GET that [`Table::probe_main`] left undecided, in a table whose
@@ -381,10 +434,29 @@ impl Table {
         if key.len() >= self.inline_threshold {
             return None;
         }
-        let mut off = self.main_bucket(h);
+        // The main bucket first, on its own: where nearly every key is.
+        let (mut off, b) = self.main_bucket_ref(h);
+        match b.find_inline_with(key, simd) {
+            Some((pos, vlen)) if vlen == value.len() => {
+                self.bucket_mut(off)
+                    .replace_inline_value(pos, key.len(), value);
+                return Some(1);
+            }
+            Some(_) => return None,
+            None if self.has_records() => return None,
+            None => {}
+        }
+        // Without records, a key that is not inline in a bucket is not in it at all: walk
+        // the chain.
         let mut read = 1u64;
-        let records = self.has_records();
-        loop {
+        let mut next = b.chain();
+        while let Some(p) = next {
+            off = p as usize * SLAB_UNIT_BYTES;
+            read += 1;
+            assert!(
+                read as usize <= self.arena.len() / LINE_BYTES,
+                "chain cycle"
+            );
             let b = self.bucket(off);
             match b.find_inline_with(key, simd) {
                 Some((pos, vlen)) if vlen == value.len() => {
@@ -393,17 +465,11 @@ impl Table {
                     return Some(read);
                 }
                 Some(_) => return None,
-                None if records => return None,
                 None => {}
             }
-            let p = b.chain()?;
-            off = p as usize * SLAB_UNIT_BYTES;
-            read += 1;
-            assert!(
-                read as usize <= self.arena.len() / LINE_BYTES,
-                "chain cycle"
-            );
+            next = b.chain();
         }
+        None
     }
 
     /// Stage 3's shortcut for a lone update of a small inline value: the value of `key` if it
