@@ -849,6 +849,18 @@ impl Pipeline<'_> {
                     c.line_reads += 1;
                     continue;
                 }
+                // Without records (asked now: a PUT of this window may have stored one), the
+                // rest is a walk down the main bucket's chain, prefetched HALF ahead.
+                if !self.table.has_records() {
+                    let (v, hops) = self.table.get_in_chain(op.key, h, simd);
+                    match v {
+                        Some(v) => out.finish_found(i, v, op.no_return),
+                        None => out.finish_missing(i),
+                    }
+                    c.reads += 1 + hops;
+                    c.line_reads += 1 + hops;
+                    continue;
+                }
             } else if let Some(read) = self.table.replace_inline(op.key, h, op.arg, simd) {
                 // A PUT over an inline value of the same length, the common replace: the
                 // value changes in place in its bucket.
