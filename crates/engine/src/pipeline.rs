@@ -897,7 +897,7 @@ impl Pipeline<'_> {
         // Uninitialized: a window is at most WINDOW_MAX operations, and position p's hash is
         // written PREFETCH_AHEAD positions before it is read (or by the first loop).
         let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
-        let mut undecided = [const { MaybeUninit::<(u32, u64)>::uninit() }; WINDOW_MAX];
+        let mut undecided = [const { MaybeUninit::<u32>::uninit() }; WINDOW_MAX];
         let mut nu = 0usize;
         let table = self.table.main_index();
         for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
@@ -916,15 +916,19 @@ impl Pipeline<'_> {
             let h = unsafe { hashes[p & RING_MASK].assume_init() };
             if !finish_get(table.probe(op.key, h, simd), op, base + p, out) {
                 self.table.prefetch_second(h, records);
-                undecided[nu & RING_MASK].write((p as u32, h));
+                undecided[nu & RING_MASK].write(p as u32);
                 nu += 1;
             }
         }
         for (d, u) in undecided[..nu].iter().enumerate() {
-            // SAFETY: the first `nu` entries were written by the loop above.
-            let (p, h) = unsafe { u.assume_init() };
-            self.st.deferred[d] = p;
-            self.st.ring[p as usize & RING_MASK].hash = h;
+            // SAFETY: the first `nu` entries were written by the loop above, and every
+            // position of the window has its hash (the window is at most WINDOW_MAX long).
+            let (p, h) = unsafe {
+                let p = u.assume_init() as usize & RING_MASK;
+                (p, hashes[p].assume_init())
+            };
+            self.st.deferred[d] = p as u32;
+            self.st.ring[p].hash = h;
         }
         self.finish_gets(ops, base, win.len(), nu, out, simd);
     }
