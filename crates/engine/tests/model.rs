@@ -27,7 +27,9 @@
 //!
 //! Configurations: (a) inline threshold 51, (b) no inline key-values, (c) a tiny index with
 //! long chains (a random-operation test over a pre-filled table, and a bulk insert/delete test
-//! that must leave no chained bucket behind), (d) out of memory, (e) small pipeline windows.
+//! that must leave no chained bucket behind), (d) out of memory, (e) small pipeline windows,
+//! (f) windows of GETs only and (g) windows of GETs and PUTs only, each batch followed by a copy
+//! made of those operations (both take their own paths without the reservation station).
 //! `PROPTEST_CASES` overrides every test's case count, for longer runs.
 
 use std::collections::{HashMap, HashSet};
@@ -1099,6 +1101,50 @@ fn gets_only_after_each(p: Profile) -> impl Strategy<Value = Case> {
     })
 }
 
+const CASES_GETS_ONLY: (u32, u32) = (128, 12);
+const CASES_GETS_ONLY_CHAINS: (u32, u32) = (6, 1);
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_ONLY.0, CASES_GETS_ONLY.1))]
+
+    /// Inline key-values and records side by side, in windows of 1..=9 operations and in the
+    /// default window.
+    #[test]
+    fn model_gets_only_windows(c in gets_only_after_each(small_profile()), window in prop_oneof![Just(256usize), 1usize..=9]) {
+        let mut cfg = engine_config(4, 0.5, 51);
+        cfg.window = window;
+        run_case(&cfg, &c, false)?;
+    }
+
+    /// Every key-value in a record.
+    #[test]
+    fn model_gets_only_all_records(c in gets_only_after_each(small_profile())) {
+        run_case(&engine_config(4, 0.5, 0), &c, false)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(CASES_GETS_ONLY_CHAINS.0, CASES_GETS_ONLY_CHAINS.1))]
+
+    /// Read-only windows over chained buckets: the tiny index of (c), GETs of any key.
+    #[test]
+    fn model_gets_only_chains(c in gets_only_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
+        let cfg = engine_config(8, 0.01, 51);
+        let mut h = Harness::new(&cfg, false);
+        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
+        h.preload(&fill);
+        let mut all = c.keys.clone();
+        all.extend(fill.into_iter().map(|(k, _)| k));
+        let keys = Keys { hot: c.keys.len(), all };
+        for b in &c.batches {
+            h.run(b, &keys)?;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (g) GET/PUT windows: a window of valid GETs and PUTs runs in order without the station.
+
 /// Each batch of the case followed by a copy of it made of GETs and PUTs only: plain and
 /// replace-only PUTs stay, operations that carry a value become plain PUTs of it, the rest
 /// GETs of the same key (same-key runs included), so the in-order path for GET/PUT windows
@@ -1156,47 +1202,6 @@ proptest! {
     /// GET/PUT windows over chained buckets: the tiny index of (c), operations on any key.
     #[test]
     fn model_gets_and_puts_chains(c in gets_and_puts_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
-        let cfg = engine_config(8, 0.01, 51);
-        let mut h = Harness::new(&cfg, false);
-        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
-        h.preload(&fill);
-        let mut all = c.keys.clone();
-        all.extend(fill.into_iter().map(|(k, _)| k));
-        let keys = Keys { hot: c.keys.len(), all };
-        for b in &c.batches {
-            h.run(b, &keys)?;
-        }
-    }
-}
-
-const CASES_GETS_ONLY: (u32, u32) = (128, 12);
-const CASES_GETS_ONLY_CHAINS: (u32, u32) = (6, 1);
-
-proptest! {
-    #![proptest_config(config(CASES_GETS_ONLY.0, CASES_GETS_ONLY.1))]
-
-    /// Inline key-values and records side by side, in windows of 1..=9 operations and in the
-    /// default window.
-    #[test]
-    fn model_gets_only_windows(c in gets_only_after_each(small_profile()), window in prop_oneof![Just(256usize), 1usize..=9]) {
-        let mut cfg = engine_config(4, 0.5, 51);
-        cfg.window = window;
-        run_case(&cfg, &c, false)?;
-    }
-
-    /// Every key-value in a record.
-    #[test]
-    fn model_gets_only_all_records(c in gets_only_after_each(small_profile())) {
-        run_case(&engine_config(4, 0.5, 0), &c, false)?;
-    }
-}
-
-proptest! {
-    #![proptest_config(config(CASES_GETS_ONLY_CHAINS.0, CASES_GETS_ONLY_CHAINS.1))]
-
-    /// Read-only windows over chained buckets: the tiny index of (c), GETs of any key.
-    #[test]
-    fn model_gets_only_chains(c in gets_only_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
         let cfg = engine_config(8, 0.01, 51);
         let mut h = Harness::new(&cfg, false);
         let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
@@ -1339,15 +1344,27 @@ fn oom_config() -> EngineConfig {
 /// A plain test around a `TestRunner`, so it can assert that out of memory did happen.
 #[test]
 fn model_out_of_memory() {
+    check_out_of_memory(case(oom_profile()));
+}
+
+/// The same with every batch followed by its GET/PUT copy (`gets_and_puts_after_each`), so
+/// PUTs that do not fit also run in GET/PUT windows, where each runs on its own in order.
+#[test]
+fn model_gets_and_puts_out_of_memory() {
+    check_out_of_memory(gets_and_puts_after_each(oom_profile()));
+}
+
+fn oom_profile() -> Profile {
+    Profile {
+        hot_keys: 16..=96,
+        big_values: true,
+        any_key_eighths: 1,
+    }
+}
+
+fn check_out_of_memory(cases: impl Strategy<Value = Case>) {
     let ooms = AtomicU64::new(0);
-    let strategy = (
-        case(Profile {
-            hot_keys: 16..=96,
-            big_values: true,
-            any_key_eighths: 1,
-        }),
-        95u32..=126,
-    );
+    let strategy = (cases, 95u32..=126);
     let result =
         TestRunner::new(config(CASES_OOM.0, CASES_OOM.1)).run(&strategy, |(c, fillers)| {
             let mut h = Harness::new(&oom_config(), true);
