@@ -1080,21 +1080,27 @@ proptest! {
 /// kind of write left. A GET with a too-long key stays as it is: one invalid GET makes its window
 /// take the general path.
 fn gets_only_after_each(p: Profile) -> impl Strategy<Value = Case> {
-    case(p).prop_map(|mut c| {
+    each_followed_by(p, |act| match act {
+        Act::Bad(Bad::LongKey) => act,
+        _ => Act::Get,
+    })
+}
+
+/// Each batch of the case followed by a copy of it with every operation's action rewritten
+/// by `rewrite` (same keys, same order, same no-return flags).
+fn each_followed_by(p: Profile, rewrite: fn(Act) -> Act) -> impl Strategy<Value = Case> {
+    case(p).prop_map(move |mut c| {
         let mut batches = Vec::with_capacity(2 * c.batches.len());
         for b in c.batches {
-            let gets = b
+            let copy = b
                 .iter()
-                .map(|a| match a.act {
-                    Act::Bad(Bad::LongKey) => *a,
-                    _ => AOp {
-                        act: Act::Get,
-                        ..*a
-                    },
+                .map(|a| AOp {
+                    act: rewrite(a.act),
+                    ..*a
                 })
                 .collect();
             batches.push(b);
-            batches.push(gets);
+            batches.push(copy);
         }
         c.batches = batches;
         c
@@ -1129,16 +1135,7 @@ proptest! {
     /// Read-only windows over chained buckets: the tiny index of (c), GETs of any key.
     #[test]
     fn model_gets_only_chains(c in gets_only_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
-        let cfg = engine_config(8, 0.01, 51);
-        let mut h = Harness::new(&cfg, false);
-        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
-        h.preload(&fill);
-        let mut all = c.keys.clone();
-        all.extend(fill.into_iter().map(|(k, _)| k));
-        let keys = Keys { hot: c.keys.len(), all };
-        for b in &c.batches {
-            h.run(b, &keys)?;
-        }
+        run_tiny_index(&c)?;
     }
 }
 
@@ -1151,27 +1148,10 @@ proptest! {
 /// sees every kind of stored value and every mix of reads and writes of one key. Too-long
 /// keys and too-large values stay as they are: their windows take the general path.
 fn gets_and_puts_after_each(p: Profile) -> impl Strategy<Value = Case> {
-    case(p).prop_map(|mut c| {
-        let mut batches = Vec::with_capacity(2 * c.batches.len());
-        for b in c.batches {
-            let simple = b
-                .iter()
-                .map(|a| {
-                    let act = match a.act {
-                        Act::Put(_) | Act::PutXx(_) | Act::Bad(Bad::LongKey | Bad::LargeValue) => {
-                            a.act
-                        }
-                        Act::PutNx(v) | Act::Cas(_, v) => Act::Put(v),
-                        _ => Act::Get,
-                    };
-                    AOp { act, ..*a }
-                })
-                .collect();
-            batches.push(b);
-            batches.push(simple);
-        }
-        c.batches = batches;
-        c
+    each_followed_by(p, |act| match act {
+        Act::Put(_) | Act::PutXx(_) | Act::Bad(Bad::LongKey | Bad::LargeValue) => act,
+        Act::PutNx(v) | Act::Cas(_, v) => Act::Put(v),
+        _ => Act::Get,
     })
 }
 
@@ -1202,16 +1182,7 @@ proptest! {
     /// GET/PUT windows over chained buckets: the tiny index of (c), operations on any key.
     #[test]
     fn model_gets_and_puts_chains(c in gets_and_puts_after_each(Profile { any_key_eighths: 4, ..small_profile() })) {
-        let cfg = engine_config(8, 0.01, 51);
-        let mut h = Harness::new(&cfg, false);
-        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
-        h.preload(&fill);
-        let mut all = c.keys.clone();
-        all.extend(fill.into_iter().map(|(k, _)| k));
-        let keys = Keys { hot: c.keys.len(), all };
-        for b in &c.batches {
-            h.run(b, &keys)?;
-        }
+        run_tiny_index(&c)?;
     }
 }
 
@@ -1227,6 +1198,43 @@ fn filler(i: u32) -> Vec<u8> {
 
 const FILLERS: u32 = 150_000;
 
+/// Runs the case in the tiny index of (c) pre-filled with the fillers (checked to have chained
+/// many buckets), its operations on the case's keys and, for `Key::Any`, on any key, fillers
+/// included.
+fn run_tiny_index(c: &Case) -> Result<(), TestCaseError> {
+    let cfg = engine_config(8, 0.01, 51);
+    let mut h = Harness::new(&cfg, false);
+    let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS)
+        .map(|i| (filler(i), i.to_le_bytes().to_vec()))
+        .collect();
+    h.preload(&fill);
+    prop_assert!(
+        h.engines[0].counts().chained_buckets > 1000,
+        "{:?}",
+        h.engines[0].counts()
+    );
+    run_batches(&mut h, c, fill)
+}
+
+/// Runs the case's batches on `h`, which holds `fill` besides: `Key::Any` addresses the case's
+/// keys and the fill's.
+fn run_batches(
+    h: &mut Harness,
+    c: &Case,
+    fill: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<(), TestCaseError> {
+    let mut all = c.keys.clone();
+    all.extend(fill.into_iter().map(|(k, _)| k));
+    let keys = Keys {
+        hot: c.keys.len(),
+        all,
+    };
+    for b in &c.batches {
+        h.run(b, &keys)?;
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config(CASES_CHAINS.0, CASES_CHAINS.1))]
 
@@ -1235,17 +1243,7 @@ proptest! {
     /// so chained buckets are created and freed by puts, deletes, cas and updates.
     #[test]
     fn model_tiny_index_chains(c in case(Profile { any_key_eighths: 2, ..small_profile() })) {
-        let cfg = engine_config(8, 0.01, 51);
-        let mut h = Harness::new(&cfg, false);
-        let fill: Vec<(Vec<u8>, Vec<u8>)> = (0..FILLERS).map(|i| (filler(i), i.to_le_bytes().to_vec())).collect();
-        h.preload(&fill);
-        prop_assert!(h.engines[0].counts().chained_buckets > 1000, "{:?}", h.engines[0].counts());
-        let mut all = c.keys.clone();
-        all.extend(fill.into_iter().map(|(k, _)| k));
-        let keys = Keys { hot: c.keys.len(), all };
-        for b in &c.batches {
-            h.run(b, &keys)?;
-        }
+        run_tiny_index(&c)?;
     }
 
 }
@@ -1373,15 +1371,7 @@ fn check_out_of_memory(cases: impl Strategy<Value = Case>) {
                 .map(|i| (filler(i), pattern(10_000, u64::from(i), 0)))
                 .collect();
             h.preload(&fill);
-            let mut all = c.keys.clone();
-            all.extend(fill.into_iter().map(|(k, _)| k));
-            let keys = Keys {
-                hot: c.keys.len(),
-                all,
-            };
-            for b in &c.batches {
-                h.run(b, &keys)?;
-            }
+            run_batches(&mut h, &c, fill)?;
             ooms.fetch_add(h.ooms[0] + h.ooms[1], Ordering::Relaxed);
             Ok(())
         });

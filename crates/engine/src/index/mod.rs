@@ -92,6 +92,13 @@ pub enum MainProbe<'a> {
     Elsewhere,
 }
 
+/// Byte offset of the main bucket of hash `h` among `bucket_count` buckets: the low 32 bits of
+/// the hash scaled to the bucket count (no modulo).
+#[inline(always)]
+fn main_offset(h: u64, bucket_count: u64) -> usize {
+    (((h & 0xffff_ffff) * bucket_count) >> 32) as usize * LINE_BYTES
+}
+
 /// The main buckets of a [`Table`], read-only: what stage 1's prefetch and the GET fast path
 /// need, as a small copyable value ([`Table::main_index`]).
 #[derive(Clone, Copy)]
@@ -105,7 +112,7 @@ pub struct MainIndex<'a> {
 impl<'a> MainIndex<'a> {
     #[inline(always)]
     fn bucket(self, h: u64) -> &'a Bucket {
-        let off = (((h & 0xffff_ffff) * self.bucket_count) >> 32) as usize * LINE_BYTES;
+        let off = main_offset(h, self.bucket_count);
         // SAFETY: off + 64 <= bucket_count * 64 <= index_bytes <= arena.len() (asserted in
         // `Table::new`); off is a multiple of 64 from a 2 MiB aligned base, so aligned for
         // Bucket (plain bytes, align 64); the table is borrowed for 'a.
@@ -297,7 +304,7 @@ impl Table {
     /// Byte offset of the main bucket of hash `h`.
     #[inline(always)]
     pub fn main_bucket(&self, h: u64) -> usize {
-        (((h & 0xffff_ffff) * self.bucket_count) >> 32) as usize * LINE_BYTES
+        main_offset(h, self.bucket_count)
     }
 
     /// The main bucket of `h` and its offset, without a bounds check: `main_bucket` is below
