@@ -113,6 +113,8 @@ pub struct CompareArgs {
     pub load_depth: usize,
     /// Pin servers and the load generator to separate cores.
     pub pin: bool,
+    /// Busy-poll the load generator's sockets during measured runs (`RunConfig::busy_poll`).
+    pub busy_poll: bool,
 }
 
 pub fn compare(
@@ -125,6 +127,7 @@ pub fn compare(
         warmup: Duration::ZERO,
         measure: args.measure,
         pacing: Pacing::Closed,
+        busy_poll: args.busy_poll,
     };
     config.validate()?;
     if args.keys == 0 {
@@ -232,6 +235,7 @@ pub fn compare(
         seconds: args.measure.as_secs_f64(),
         seed: args.seed,
         pinned,
+        load_generator_busy_poll: args.busy_poll,
         rows,
         skipped,
     })

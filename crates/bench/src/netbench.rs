@@ -42,6 +42,8 @@ pub struct NetRunArgs {
     /// Skip the load phase (the target already holds the keys).
     pub skip_load: bool,
     pub load_depth: usize,
+    /// Busy-poll the sockets during measured runs (`RunConfig::busy_poll`).
+    pub busy_poll: bool,
 }
 
 /// Builds progress displays: one for the load, one per measured run.
@@ -81,6 +83,7 @@ pub fn run(args: &NetRunArgs, progress: &dyn ProgressFactory) -> Result<RunRepor
             warmup: args.warmup,
             measure: args.measure,
             pacing: pacing(args.rate),
+            busy_poll: args.busy_poll,
         }
         .validate()?;
     }
@@ -137,6 +140,7 @@ async fn run_async(
             warmup: args.warmup,
             measure: args.measure,
             pacing: pacing(args.rate),
+            busy_poll: args.busy_poll,
         };
         let shown = progress.measuring(&format!("depth {depth}"), args.warmup + args.measure);
         let stats = runner::run(&mut drivers, &spec, &config, shown)
@@ -154,6 +158,7 @@ async fn run_async(
         value_size: args.shape.value_size,
         seed: args.seed,
         warmup_seconds: args.warmup.as_secs_f64(),
+        load_generator_busy_poll: args.busy_poll,
         load,
         runs,
     })

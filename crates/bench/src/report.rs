@@ -100,6 +100,8 @@ pub struct RunReport {
     pub value_size: usize,
     pub seed: u64,
     pub warmup_seconds: f64,
+    /// Whether the load generator busy-polled its sockets (`--no-busy-poll` turns it off).
+    pub load_generator_busy_poll: bool,
     pub load: Option<LoadSummary>,
     pub runs: Vec<RunResult>,
 }
@@ -135,6 +137,8 @@ pub struct CompareReport {
     pub seed: u64,
     /// Whether servers and the load generator were pinned to separate cores.
     pub pinned: bool,
+    /// Whether the load generator busy-polled its sockets (`--no-busy-poll` turns it off).
+    pub load_generator_busy_poll: bool,
     pub rows: Vec<CompareRow>,
     /// Targets that were asked for but could not run, with the reason.
     pub skipped: Vec<Skipped>,
@@ -242,7 +246,7 @@ pub fn compare_table(r: &CompareReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "workload {}  dist {}  keys {}  kv {}+{} bytes  depth {}  connections {}  {} s{}",
+        "workload {}  dist {}  keys {}  kv {}+{} bytes  depth {}  connections {}  {} s{}{}",
         r.workload,
         r.dist,
         r.keys,
@@ -255,6 +259,11 @@ pub fn compare_table(r: &CompareReport) -> String {
             "  (servers on core 1, load generator on core 0)"
         } else {
             "  (not pinned)"
+        },
+        if r.load_generator_busy_poll {
+            ""
+        } else {
+            "  (load generator sleeps between replies)"
         }
     );
     let _ = writeln!(

@@ -151,6 +151,10 @@ struct NetWorkloadFlags {
     /// Write a PNG chart to this file.
     #[arg(long)]
     png: Option<std::path::PathBuf>,
+    /// Let the load generator sleep in epoll between replies instead of polling its sockets
+    /// (it polls by default: it owns its core, and a sleeping one pays a wake-up per reply).
+    #[arg(long)]
+    no_busy_poll: bool,
 }
 
 #[derive(Args)]
@@ -383,6 +387,10 @@ struct ServeFlags {
     /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
     #[arg(long, value_parser = parse_ocsm_path)]
     ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
+    /// Microseconds a shard keeps polling its sockets without sleeping after a request
+    /// (0 = block in epoll at once; default 100).
+    #[arg(long)]
+    busy_poll_us: Option<u64>,
 }
 
 fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
@@ -445,6 +453,9 @@ fn serve(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(p) = f.ocsm_path {
         cfg.ocsm_path = p;
+    }
+    if let Some(us) = f.busy_poll_us {
+        cfg.busy_poll_us = us;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
@@ -584,6 +595,7 @@ fn bench_run(f: RunFlags) -> Result<(), String> {
         seed: f.w.seed,
         skip_load: f.skip_load,
         load_depth: f.w.load_depth,
+        busy_poll: !f.w.no_busy_poll,
     };
     let bars = progress::Bars::new(!f.w.json);
     let r = netbench::run(&args, &bars)?;
@@ -622,6 +634,7 @@ fn bench_compare(f: CompareFlags) -> Result<(), String> {
         utilization: f.utilization,
         load_depth: f.w.load_depth,
         pin: !f.no_pin,
+        busy_poll: !f.w.no_busy_poll,
     };
     let bars = progress::Bars::new(!f.w.json);
     let r = compare::compare(&args, &bars)?;

@@ -283,6 +283,7 @@ fn depth_one_run(addr: std::net::SocketAddr, pacing: Pacing, seconds: f64) -> Ru
         warmup: Duration::ZERO,
         measure: Duration::from_secs_f64(seconds),
         pacing,
+        busy_poll: true,
     };
     rt().block_on(async {
         let mut drivers = vec![

@@ -84,7 +84,7 @@ async fn serve_resp(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool) {
         input.reserve(READ_CHUNK_BYTES);
         match s.read_buf(&mut input).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => {}
+            Ok(_) => ctx.activity.touch(),
         }
         if start == 0 && directkv_proto::native::is_native(input[0]) {
             crate::native_conn::serve(ctx, s, input, authenticated).await;

@@ -1,4 +1,4 @@
-//! INFO: server, clients, memory, engine, cross-shard forwarding and OCSM sections in Redis' `field:value` text format.
+//! INFO: server, clients, memory, engine, cross-shard forwarding, OCSM and busy-polling sections in Redis' `field:value` text format.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -44,14 +44,17 @@ pub async fn info(ctx: &ShardCtx) -> String {
     let o = &st.ocsm;
     let _ = write!(
         s,
-        "\r\n# Forwarding\r\nforwarded_batches:{}\r\nforwarded_ops:{}\r\n\r\n# OCSM\r\nocsm_datagrams:{}\r\nocsm_messages:{}\r\nocsm_errors:{}\r\nocsm_bursts:{}\r\nocsm_segmented_sends:{}\r\n",
+        "\r\n# Forwarding\r\nforwarded_batches:{}\r\nforwarded_ops:{}\r\n\r\n# OCSM\r\nocsm_datagrams:{}\r\nocsm_messages:{}\r\nocsm_errors:{}\r\nocsm_bursts:{}\r\nocsm_segmented_sends:{}\r\n\r\n# Busy polling\r\nbusy_poll_us:{}\r\nbusy_polls:{}\r\nbusy_poll_sleeps:{}\r\n",
         st.forwarded_batches.load(Ordering::Relaxed),
         st.forwarded_ops.load(Ordering::Relaxed),
         o.datagrams.load(Ordering::Relaxed),
         o.messages.load(Ordering::Relaxed),
         o.errors.load(Ordering::Relaxed),
         o.bursts.load(Ordering::Relaxed),
-        o.segmented_sends.load(Ordering::Relaxed)
+        o.segmented_sends.load(Ordering::Relaxed),
+        ctx.cfg.busy_poll_us,
+        st.busy_polls.load(Ordering::Relaxed),
+        st.busy_poll_sleeps.load(Ordering::Relaxed)
     );
     s
 }

@@ -17,6 +17,7 @@
 //! its own port by `ocsm.rs`. Prometheus metrics are served over HTTP (`metrics.rs`).
 
 pub mod batch;
+pub mod busy_poll;
 pub mod cmd;
 pub mod config;
 pub mod conn;

@@ -70,7 +70,7 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
     let mut s = String::new();
     // Server-wide values: one line each, read from the shared atomic counters.
     let o = &stats.ocsm;
-    let globals: [(&str, &str, &str, u64); 10] = [
+    let globals: [(&str, &str, &str, u64); 12] = [
         (
             "directkv_connections",
             "gauge",
@@ -130,6 +130,18 @@ pub fn render(reports: &[Report], stats: &ServerStats) -> String {
             "counter",
             "Segmented (UDP GSO) sends of several replies to one sender (batched paths).",
             o.segmented_sends.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_busy_polls_total",
+            "counter",
+            "Zero-timeout socket polls of the shards' busy pollers (counted when a poller parks).",
+            stats.busy_polls.load(Ordering::Relaxed),
+        ),
+        (
+            "directkv_busy_poll_sleeps_total",
+            "counter",
+            "Times a shard stopped busy polling after busy_poll_us without a request.",
+            stats.busy_poll_sleeps.load(Ordering::Relaxed),
         ),
     ];
     for (name, kind, help, v) in globals {

@@ -183,7 +183,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
         input.reserve(READ_CHUNK_BYTES);
         match s.read_buf(&mut input).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => {}
+            Ok(_) => ctx.activity.touch(),
         }
     }
 }

@@ -207,6 +207,7 @@ pub async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
             Ok(n) => n,
             Err(_) => continue,
         };
+        ctx.activity.touch();
         stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
         burst.plan_all(&*rx);
         crate::conn::execute(&ctx, &mut burst.pending).await;

@@ -61,6 +61,10 @@ pub struct ServerStats {
     pub forwarded_batches: AtomicU64,
     /// Operations in those batches.
     pub forwarded_ops: AtomicU64,
+    /// Zero-timeout polls of the shards' busy pollers (added when a poller parks).
+    pub busy_polls: AtomicU64,
+    /// Times a shard's poller parked after `busy_poll_us` without a request.
+    pub busy_poll_sleeps: AtomicU64,
     pub ocsm: crate::ocsm::OcsmStats,
 }
 
@@ -75,6 +79,8 @@ pub struct ShardCtx {
     pub cfg: Arc<ServerConfig>,
     pub stats: Arc<ServerStats>,
     pub started: std::time::Instant,
+    /// Requests read by this shard, for its busy poller.
+    pub activity: crate::busy_poll::Activity,
 }
 
 impl ShardCtx {
@@ -169,8 +175,16 @@ pub fn run(s: ShardSpawn) {
             cfg,
             stats,
             started: std::time::Instant::now(),
+            activity: Default::default(),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
+        if ctx.cfg.busy_poll_us > 0 {
+            let ctx = ctx.clone();
+            let window = std::time::Duration::from_micros(ctx.cfg.busy_poll_us);
+            tokio::task::spawn_local(async move {
+                crate::busy_poll::run(&ctx.activity, window, &ctx.stats).await
+            });
+        }
         if let Some(o) = ocsm {
             tokio::task::spawn_local(crate::ocsm::serve_batched(ctx.clone(), o));
         }
@@ -194,6 +208,7 @@ pub fn run(s: ShardSpawn) {
 
 async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
     while let Some(job) = jobs.recv().await {
+        ctx.activity.touch();
         match job {
             Job::Execute {
                 batch,

@@ -1,7 +1,7 @@
 //! Connection commands, errors, authentication and hostile input over a real socket.
 
 mod common;
-use common::{bulk, ok, start, start_with, Client};
+use common::{bulk, info_field, ok, start, start_with, Client};
 use directkv_proto::resp::Reply;
 use directkv_server::ServerConfig;
 
@@ -330,19 +330,6 @@ fn connections_max_and_input_limits() {
     assert!(matches!(b.read(), Reply::Error(e) if e.contains("conn_input_bytes_max")));
     assert_eq!(a.cmd(&["PING"]), Reply::Simple("PONG".into()));
     srv.stop();
-}
-
-/// INFO's integer field `name`.
-fn info_field(c: &mut Client, name: &str) -> u64 {
-    let text = match c.cmd(&["INFO"]) {
-        Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
-        r => panic!("{r:?}"),
-    };
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("INFO has no {name}: {text}"));
-    line.trim().parse().unwrap()
 }
 
 #[test]

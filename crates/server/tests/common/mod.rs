@@ -99,3 +99,16 @@ pub fn bulk(s: &str) -> Reply {
 pub fn ok() -> Reply {
     Reply::Simple("OK".into())
 }
+
+/// INFO's integer field `name`.
+pub fn info_field(c: &mut Client, name: &str) -> u64 {
+    let text = match c.cmd(&["INFO"]) {
+        Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+        r => panic!("{r:?}"),
+    };
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("INFO has no {name}: {text}"));
+    line.trim().parse().unwrap()
+}
