@@ -112,10 +112,34 @@ pub fn decode_request<'a>(
     buf: &'a [u8],
     limits: &NativeLimits,
 ) -> Result<Option<(RequestFrame<'a>, usize)>, NativeError> {
+    decode_request_with(buf, limits, |_| {})
+}
+
+/// [`decode_request`] that also appends the operations of a REQUEST frame to `ops`, from the
+/// same pass that validates them, so a server need not parse them a second time through
+/// [`OpBatch::iter`]. On any error, and for other frames, `ops` is left as it was.
+pub fn decode_request_ops<'a>(
+    buf: &'a [u8],
+    limits: &NativeLimits,
+    ops: &mut Vec<NativeOp<'a>>,
+) -> Result<Option<(RequestFrame<'a>, usize)>, NativeError> {
+    let before = ops.len();
+    let r = decode_request_with(buf, limits, |op| ops.push(op));
+    if !matches!(r, Ok(Some(_))) {
+        ops.truncate(before);
+    }
+    r
+}
+
+fn decode_request_with<'a>(
+    buf: &'a [u8],
+    limits: &NativeLimits,
+    each: impl FnMut(NativeOp<'a>),
+) -> Result<Option<(RequestFrame<'a>, usize)>, NativeError> {
     let Some(f) = split_frame(buf, limits)? else {
         return Ok(None);
     };
-    let body = match request_body(&f, limits) {
+    let body = match request_body(&f, limits, each) {
         Ok(body) => body,
         Err((code, op)) => return Err(f.error(code, op)),
     };
@@ -134,6 +158,7 @@ fn plain<T>(r: Result<T, ErrorCode>) -> Result<T, (ErrorCode, Option<u16>)> {
 fn request_body<'a>(
     f: &RawFrame<'a>,
     limits: &NativeLimits,
+    each: impl FnMut(NativeOp<'a>),
 ) -> Result<Request<'a>, (ErrorCode, Option<u16>)> {
     let kind = FrameKind::from_code(f.kind).ok_or((ErrorCode::UnknownKind, None))?;
     if !matches!(
@@ -146,7 +171,7 @@ fn request_body<'a>(
         return Err((ErrorCode::BadFrameFlags, None));
     }
     Ok(match kind {
-        FrameKind::Request => Request::Ops(request::parse_batch(f.body, limits)?),
+        FrameKind::Request => Request::Ops(request::parse_batch_with(f.body, limits, each)?),
         FrameKind::Hello => Request::Hello(plain(control::parse_hello(f.body))?),
         FrameKind::Ping => Request::Ping(plain(control::parse_ping(f.body))?),
         _ => Request::Attach(plain(control::parse_shard_id(f.body))?),
@@ -393,6 +418,53 @@ mod tests {
         let ops: Vec<_> = batch.iter().map(NativeOp::without_copy_flags).collect();
         assert_eq!(ops, [NativeOp::get(b"k"), NativeOp::delete(b"j")]);
         assert!(matches!(decode_request(&out[n..], &L), Ok(None)));
+    }
+
+    #[test]
+    fn decode_request_ops_collects_the_validated_ops_or_leaves_the_vector_alone() {
+        let v = b"value".to_vec();
+        let want = [
+            NativeOp::get(b"k"),
+            NativeOp::put(b"j", &v),
+            NativeOp::update_s2s(b"c", func::ADD, ElemCode::U64, &[1, 0, 0, 0, 0, 0, 0, 0]),
+            NativeOp::delete(b"long"),
+        ];
+        let mut out = Vec::new();
+        encode_request(3, &want, &L, &mut out).unwrap();
+        let mut ops = vec![NativeOp::get(b"before")];
+        let (f, n) = decode_request_ops(&out, &L, &mut ops).unwrap().unwrap();
+        assert_eq!(n, out.len());
+        let Request::Ops(batch) = f.body else {
+            panic!("{:?}", f.body)
+        };
+        // The encoder may set its compression flags; what the ops say must survive.
+        let meaning = |o: &NativeOp<'_>| (o.kind, o.func, o.elem, o.key.to_vec(), o.arg.to_vec());
+        assert_eq!(ops[0], NativeOp::get(b"before"));
+        let got: Vec<_> = ops[1..].iter().map(meaning).collect();
+        assert_eq!(got, want.iter().map(meaning).collect::<Vec<_>>());
+        assert_eq!(batch.iter().collect::<Vec<_>>(), &ops[1..]);
+        // The fourth op's key is too long under these limits: the frame is refused and the
+        // three ops validated before it are not left behind.
+        let tight = NativeLimits {
+            key_len_max: 3,
+            ..L
+        };
+        let mut ops = vec![NativeOp::get(b"before")];
+        let e = decode_request_ops(&out, &tight, &mut ops).unwrap_err();
+        assert_eq!((e.code, e.op_index), (ErrorCode::KeyTooLong, Some(3)));
+        assert_eq!(ops, [NativeOp::get(b"before")]);
+        // Incomplete, and other kinds of frames: nothing is added.
+        assert!(decode_request_ops(&out[..n - 1], &L, &mut ops)
+            .unwrap()
+            .is_none());
+        let mut ping = Vec::new();
+        let frame = RequestFrame {
+            request_id: 4,
+            body: Request::Ping(b"t"),
+        };
+        encode_request_frame(&frame, &L, &mut ping).unwrap();
+        assert!(decode_request_ops(&ping, &L, &mut ops).unwrap().is_some());
+        assert_eq!(ops, [NativeOp::get(b"before")]);
     }
 
     #[test]

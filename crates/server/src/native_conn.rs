@@ -10,8 +10,8 @@ use std::time::Duration;
 use directkv_engine::{ElemType, Op, OpKind, Results, Status};
 use directkv_proto::native::{
     self, encode_response, encode_response_frame, encode_response_iter, EncodeError, ErrorCode,
-    ErrorReply, HelloReply, NativeLimits, NativeOp, OpBatch, Request, Response, ResponseFrame,
-    ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+    ErrorReply, HelloReply, NativeLimits, NativeOp, Request, Response, ResponseFrame, ResponseOp,
+    ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -44,11 +44,16 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
     let mut out = Vec::with_capacity(READ_CHUNK_BYTES);
     let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
     let mut handoff: Option<usize> = None;
+    // The operations of the frame being served, parsed once (by the validating pass); empty
+    // between reads, so the allocation outlives the borrows of `input`.
+    let mut parsed_store: Vec<NativeOp<'static>> = Vec::new();
     loop {
         let mut used = 0;
         let mut close = false;
+        let mut parsed = reuse(std::mem::take(&mut parsed_store));
         loop {
-            match native::decode_request(&input[used..], &limits) {
+            parsed.clear();
+            match native::decode_request_ops(&input[used..], &limits, &mut parsed) {
                 Ok(None) => break,
                 Err(e) => {
                     let frame = ResponseFrame {
@@ -128,17 +133,17 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
                                 break;
                             }
                         }
-                        Request::Ops(batch) if owns_all(ctx, &batch) => {
-                            if local.run(ctx, id, &batch, &limits, &mut out).is_err() {
+                        Request::Ops(_) if owns_all(ctx, &parsed) => {
+                            if local.run(ctx, id, &parsed, &limits, &mut out).is_err() {
                                 close = true;
                                 break;
                             }
                         }
-                        Request::Ops(batch) => {
+                        Request::Ops(_) => {
                             pending.clear();
                             slots.clear();
-                            for op in batch.iter() {
-                                slots.push(plan_op(&mut pending, &op));
+                            for op in &parsed {
+                                slots.push(plan_op(&mut pending, op));
                             }
                             crate::conn::execute(ctx, &mut pending).await;
                             let results: Vec<ResponseOp> = slots
@@ -163,6 +168,7 @@ pub async fn serve(ctx: &ShardCtx, mut s: TcpStream, mut input: Vec<u8>, authent
                 }
             }
         }
+        parsed_store = reuse(parsed);
         input.drain(..used);
         if !crate::conn::flush(&mut s, &mut out, write_timeout).await {
             return;
@@ -242,10 +248,10 @@ struct Local {
     results: Results,
 }
 
-/// Whether every key of `batch` belongs to this connection's shard.
-fn owns_all(ctx: &ShardCtx, batch: &OpBatch<'_>) -> bool {
+/// Whether every key of `ops` belongs to this connection's shard.
+fn owns_all(ctx: &ShardCtx, ops: &[NativeOp<'_>]) -> bool {
     let shards = ctx.shards();
-    shards == 1 || batch.iter().all(|op| shard_of(op.key, shards) == ctx.id)
+    shards == 1 || ops.iter().all(|op| shard_of(op.key, shards) == ctx.id)
 }
 
 impl Local {
@@ -253,14 +259,14 @@ impl Local {
         &mut self,
         ctx: &ShardCtx,
         id: u32,
-        batch: &OpBatch<'_>,
+        batch: &[NativeOp<'_>],
         limits: &NativeLimits,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError> {
         let mut ops = reuse(std::mem::take(&mut self.ops));
         self.failed.clear();
         for (i, op) in batch.iter().enumerate() {
-            match engine_op(&op) {
+            match engine_op(op) {
                 Ok(o) => ops.push(o),
                 Err(status) => self.failed.push((i, status)),
             }
@@ -284,8 +290,10 @@ impl Local {
     }
 }
 
-/// An empty vector of operations with `v`'s allocation, for borrows of another lifetime.
-fn reuse<'b>(mut v: Vec<Op<'_>>) -> Vec<Op<'b>> {
+/// An empty vector with `v`'s allocation, for borrows of another lifetime (`T` and `U` are
+/// one type but for a lifetime).
+fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
+    debug_assert!(size_of::<T>() == size_of::<U>() && align_of::<T>() == align_of::<U>());
     v.clear();
     // Collecting from an emptied vector into one of the same layout reuses its allocation.
     v.into_iter()

@@ -375,9 +375,20 @@ impl<'a> Iterator for OpIter<'a> {
 impl ExactSizeIterator for OpIter<'_> {}
 
 /// Validates a REQUEST body. On error: the code and the index of the op at fault, if any.
+#[cfg(test)]
 pub(crate) fn parse_batch<'a>(
     body: &'a [u8],
     limits: &NativeLimits,
+) -> Result<OpBatch<'a>, (ErrorCode, Option<u16>)> {
+    parse_batch_with(body, limits, |_| {})
+}
+
+/// [`parse_batch`], handing each validated operation to `each` in order as it goes (on an
+/// error, the operations before the faulty one have been handed over).
+pub(crate) fn parse_batch_with<'a>(
+    body: &'a [u8],
+    limits: &NativeLimits,
+    mut each: impl FnMut(NativeOp<'a>),
 ) -> Result<OpBatch<'a>, (ErrorCode, Option<u16>)> {
     let mut c = Cursor::new(body);
     let count = c.u16().map_err(|e| (e, None))?;
@@ -391,7 +402,7 @@ pub(crate) fn parse_batch<'a>(
     let ops = &body[2..];
     let mut regs = CopyRegs::default();
     for i in 0..count {
-        parse_op(&mut c, &mut regs, limits).map_err(|e| (e, Some(i)))?;
+        each(parse_op(&mut c, &mut regs, limits).map_err(|e| (e, Some(i)))?);
     }
     if c.remaining() != 0 {
         return Err((ErrorCode::TrailingBytes, None));
