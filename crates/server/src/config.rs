@@ -189,6 +189,10 @@ mod tests {
             (9000, 3, Some("pw"))
         );
         assert_eq!(c.value_len_max, VALUE_LEN_MAX_DEFAULT);
+        assert_eq!(c.busy_poll_us, BUSY_POLL_US_DEFAULT);
+        let off = ServerConfig::from_toml("busy_poll_us = 0\n").unwrap();
+        assert_eq!(off.busy_poll_us, 0);
+        assert!(off.validate().is_ok());
         assert!(ServerConfig::from_toml("prot = 1").is_err());
     }
 
