@@ -31,6 +31,7 @@ fn main() {
             next = (next + 7919) % keys;
             enc.push(&NativeOp::get(&next.to_le_bytes())).unwrap();
         }
+        enc.finish();
         s.write_all(&out).unwrap();
         let mut have = 0;
         loop {

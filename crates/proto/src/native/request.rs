@@ -439,7 +439,6 @@ impl<'o> RequestEncoder<'o> {
     pub fn begin(out: &'o mut Vec<u8>, request_id: u32, limits: &NativeLimits) -> Self {
         let start = begin_frame(out, FrameKind::Request, 0, request_id);
         put_u16(out, 0);
-        end_frame(out, start);
         RequestEncoder {
             out,
             limits: *limits,
@@ -554,14 +553,21 @@ impl<'o> RequestEncoder<'o> {
         }
         debug_assert_eq!(out.len() - before, size);
         self.count += 1;
-        patch_u16(out, self.start + HEADER_LEN, self.count);
-        end_frame(out, self.start);
         Ok(())
     }
 
-    /// Ends the frame (it is already complete in `out`); returns its length in bytes.
+    /// Ends the frame; returns its length in bytes. (Dropping the encoder ends it too: `out`
+    /// cannot be seen while the encoder borrows it, and the header's op count and length are
+    /// written once, when the encoder goes, not once per op.)
     pub fn finish(self) -> usize {
         self.frame_len()
+    }
+}
+
+impl Drop for RequestEncoder<'_> {
+    fn drop(&mut self) {
+        patch_u16(self.out, self.start + HEADER_LEN, self.count);
+        end_frame(self.out, self.start);
     }
 }
 
@@ -577,6 +583,7 @@ mod tests {
         for op in ops {
             enc.push(op).unwrap();
         }
+        enc.finish();
         out
     }
 

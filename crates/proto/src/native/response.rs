@@ -283,8 +283,14 @@ impl<'o> ResponseEncoder<'o> {
     fn open_frame(&mut self) {
         self.start = begin_frame(self.out, FrameKind::Response, 0, self.request_id);
         put_u16(self.out, 0);
-        end_frame(self.out, self.start);
         self.count = 0;
+    }
+
+    /// Writes the current frame's op count and length into its header: once per frame (when
+    /// the next one opens, and on drop), not once per op.
+    fn seal(&mut self) {
+        patch_u16(self.out, self.start + HEADER_LEN, self.count);
+        end_frame(self.out, self.start);
     }
 
     /// Appends one result. Refused (with `out` unchanged) if its status has bit 6 set, its data
@@ -305,19 +311,26 @@ impl<'o> ResponseEncoder<'o> {
         }
         let frame_len = self.out.len() - self.start;
         if self.count >= self.limits.frame_ops_max || frame_len + size > frame_len_max {
+            self.seal();
             set_frame_flags(self.out, self.start, FLAG_MORE);
             self.open_frame();
         }
         put_result(self.out, &op);
         self.count += 1;
-        patch_u16(self.out, self.start + HEADER_LEN, self.count);
-        end_frame(self.out, self.start);
         Ok(())
     }
 
-    /// Ends the response (it is already complete in `out`); returns the bytes of all its frames.
+    /// Ends the response; returns the bytes of all its frames. (Dropping the encoder ends it
+    /// too: `out` cannot be seen while the encoder borrows it, and the last frame's header is
+    /// written when the encoder goes.)
     pub fn finish(self) -> usize {
         self.out.len() - self.first
+    }
+}
+
+impl Drop for ResponseEncoder<'_> {
+    fn drop(&mut self) {
+        self.seal();
     }
 }
 
