@@ -67,8 +67,13 @@ fn parse_result<'a>(
 }
 
 fn put_result(out: &mut Vec<u8>, op: &ResponseOp<'_>) {
-    if op.data.is_empty() {
+    let n = op.data.len();
+    if n == 0 {
         out.push(op.status);
+    } else if n < 0x80 {
+        // The common case: status and a one-byte length in one two-byte store.
+        out.extend_from_slice(&[op.status | STATUS_HAS_DATA, n as u8]);
+        out.extend_from_slice(op.data);
     } else {
         out.push(op.status | STATUS_HAS_DATA);
         put_varint(out, op.data.len() as u32);
@@ -299,6 +304,24 @@ impl<'o> ResponseEncoder<'o> {
     pub fn push(&mut self, op: ResponseOp<'_>) -> Result<(), EncodeError> {
         check_result(&op, &self.limits)?;
         let size = response_op_len(op.data.len());
+        let frame_len = self.out.len() - self.start;
+        // An op that fits the current frame also fits a frame of its own, and frame_ops_max 0
+        // always takes the other branch: the rest of the checks are only needed there.
+        if self.count >= self.limits.frame_ops_max
+            || frame_len + size > self.limits.frame_len_max as usize
+        {
+            self.next_frame(size)?;
+        }
+        put_result(self.out, &op);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Closes the current frame (flag MORE) and opens the next for an op of `size` bytes,
+    /// unless that op cannot be sent at all.
+    #[cold]
+    #[inline(never)]
+    fn next_frame(&mut self, size: usize) -> Result<(), EncodeError> {
         let frame_len_max = self.limits.frame_len_max as usize;
         if HEADER_LEN + 2 + size > frame_len_max {
             return Err(EncodeError::FrameTooLong {
@@ -309,14 +332,9 @@ impl<'o> ResponseEncoder<'o> {
         if self.limits.frame_ops_max == 0 {
             return Err(EncodeError::TooManyOps { max: 0 });
         }
-        let frame_len = self.out.len() - self.start;
-        if self.count >= self.limits.frame_ops_max || frame_len + size > frame_len_max {
-            self.seal();
-            set_frame_flags(self.out, self.start, FLAG_MORE);
-            self.open_frame();
-        }
-        put_result(self.out, &op);
-        self.count += 1;
+        self.seal();
+        set_frame_flags(self.out, self.start, FLAG_MORE);
+        self.open_frame();
         Ok(())
     }
 
