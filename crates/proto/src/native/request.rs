@@ -473,6 +473,9 @@ impl<'o> RequestEncoder<'o> {
                 max: usize::from(self.limits.key_len_max),
             });
         }
+        if !kind.has_func() && !kind.has_arg() && !kind.has_arg2() {
+            return self.push_key_only(op);
+        }
         let value_len_max = self.limits.value_len_max as usize;
         for arg in [(kind.has_arg(), op.arg), (kind.has_arg2(), op.arg2)] {
             if arg.0 && arg.1.len() > value_len_max {
@@ -552,6 +555,38 @@ impl<'o> RequestEncoder<'o> {
             out.extend_from_slice(op.arg2);
         }
         debug_assert_eq!(out.len() - before, size);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// [`RequestEncoder::push`] for an op that is a header and a key (GET, DELETE), whose key
+    /// length is already checked: the bulk of most workloads.
+    #[inline]
+    fn push_key_only(&mut self, op: &NativeOp<'_>) -> Result<(), EncodeError> {
+        if self.count >= self.limits.frame_ops_max {
+            return Err(EncodeError::TooManyOps {
+                max: usize::from(self.limits.frame_ops_max),
+            });
+        }
+        let key_len = op.key.len();
+        let copy_key = self.key_len == Some(key_len as u8);
+        let size = 1 + key_len + usize::from(!copy_key);
+        let frame_len_max = self.limits.frame_len_max as usize;
+        if self.frame_len() + size > frame_len_max {
+            return Err(EncodeError::FrameTooLong {
+                len: self.frame_len() + size,
+                max: frame_len_max,
+            });
+        }
+        let flags = OpFlags::from_header(op.flags.bits()).without(OpFlags::COPY_ANY);
+        let header = flags.bits() | op.kind.code();
+        if copy_key {
+            self.out.push(header | OpFlags::COPY_KEY_LEN.bits());
+        } else {
+            self.out.extend_from_slice(&[header, key_len as u8]);
+        }
+        self.out.extend_from_slice(op.key);
+        self.key_len = Some(key_len as u8);
         self.count += 1;
         Ok(())
     }
