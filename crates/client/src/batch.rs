@@ -59,7 +59,10 @@ impl Staging {
 
     fn copy(&mut self, b: &[u8]) -> (usize, usize) {
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(b);
+        // Most ops have no argument (GET) or one: an empty one costs no copy call.
+        if !b.is_empty() {
+            self.bytes.extend_from_slice(b);
+        }
         (start, self.bytes.len())
     }
 
