@@ -485,11 +485,6 @@ impl<'o> RequestEncoder<'o> {
                 });
             }
         }
-        if self.count >= self.limits.frame_ops_max {
-            return Err(EncodeError::TooManyOps {
-                max: usize::from(self.limits.frame_ops_max),
-            });
-        }
         let mut flags = OpFlags::from_header(op.flags.bits()).without(OpFlags::COPY_ANY);
         let copy_key = self.key_len == Some(key_len as u8);
         if copy_key {
@@ -521,13 +516,7 @@ impl<'o> RequestEncoder<'o> {
         if kind.has_arg2() {
             size += varint_len(op.arg2.len() as u32) + op.arg2.len();
         }
-        let frame_len_max = self.limits.frame_len_max as usize;
-        if self.frame_len() + size > frame_len_max {
-            return Err(EncodeError::FrameTooLong {
-                len: self.frame_len() + size,
-                max: frame_len_max,
-            });
-        }
+        self.room_for(size)?;
 
         let out = &mut *self.out;
         let before = out.len();
@@ -563,21 +552,9 @@ impl<'o> RequestEncoder<'o> {
     /// length is already checked: the bulk of most workloads.
     #[inline]
     fn push_key_only(&mut self, op: &NativeOp<'_>) -> Result<(), EncodeError> {
-        if self.count >= self.limits.frame_ops_max {
-            return Err(EncodeError::TooManyOps {
-                max: usize::from(self.limits.frame_ops_max),
-            });
-        }
         let key_len = op.key.len();
         let copy_key = self.key_len == Some(key_len as u8);
-        let size = 1 + key_len + usize::from(!copy_key);
-        let frame_len_max = self.limits.frame_len_max as usize;
-        if self.frame_len() + size > frame_len_max {
-            return Err(EncodeError::FrameTooLong {
-                len: self.frame_len() + size,
-                max: frame_len_max,
-            });
-        }
+        self.room_for(1 + key_len + usize::from(!copy_key))?;
         let flags = OpFlags::from_header(op.flags.bits()).without(OpFlags::COPY_ANY);
         let header = flags.bits() | op.kind.code();
         if copy_key {
@@ -588,6 +565,25 @@ impl<'o> RequestEncoder<'o> {
         self.out.extend_from_slice(op.key);
         self.key_len = Some(key_len as u8);
         self.count += 1;
+        Ok(())
+    }
+
+    /// Refuses one more op of `size` bytes when the frame already holds `frame_ops_max` ops or
+    /// would outgrow `frame_len_max` (checked before anything is written).
+    #[inline]
+    fn room_for(&self, size: usize) -> Result<(), EncodeError> {
+        if self.count >= self.limits.frame_ops_max {
+            return Err(EncodeError::TooManyOps {
+                max: usize::from(self.limits.frame_ops_max),
+            });
+        }
+        let frame_len_max = self.limits.frame_len_max as usize;
+        if self.frame_len() + size > frame_len_max {
+            return Err(EncodeError::FrameTooLong {
+                len: self.frame_len() + size,
+                max: frame_len_max,
+            });
+        }
         Ok(())
     }
 
