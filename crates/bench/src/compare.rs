@@ -7,6 +7,9 @@
 //!     start server (taskset -c 1) ─ connect ─ RSS₀ ─ load every key ─ RSS₁ ─ warm-up run
 //!       ─ CPU₀ ─ measured run ─ CPU₁ ─ stop server (SIGTERM by PID; also on error, by Drop)
 //!   report: ops/s, p50/p99, (CPU₁ − CPU₀) / ops × 10⁶, (RSS₁ − RSS₀) / keys
+//!   then (unless turned off) the loopback ceiling: an echo pair on the same two cores and
+//!   connections exchanging directkv-native's batch bytes with no work (`loopback`), times
+//!   the depth: what no server could beat on this machine at this depth
 //! ```
 //!
 //! Servers run one at a time so that they never compete for the server core. Memory per key is
@@ -24,8 +27,9 @@ use std::time::Duration;
 
 use crate::dist::Distribution;
 use crate::driver::{DataShape, DriverError, Target};
+use crate::loopback::{self, EchoConfig};
 use crate::netbench::{self, ProgressFactory};
-use crate::report::{CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
+use crate::report::{Ceiling, CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
 use crate::runner::{self, Pacing, RunConfig};
 use crate::servers::ServerProcess;
 use crate::workload::{WorkloadKind, WorkloadSpec};
@@ -115,6 +119,9 @@ pub struct CompareArgs {
     pub pin: bool,
     /// Busy-poll the load generator's sockets during measured runs (`RunConfig::busy_poll`).
     pub busy_poll: bool,
+    /// Also measure the loopback ceiling (`loopback::echo`) with the same connections and
+    /// directkv-native's batch sizes, for `measure`, after the targets.
+    pub ceiling: bool,
 }
 
 pub fn compare(
@@ -224,6 +231,15 @@ pub fn compare(
         });
         drop(server);
     }
+    let loopback_ceiling = if args.ceiling {
+        let shown = progress.measuring("loopback ceiling", args.measure);
+        let ceiling = loopback_ceiling(args, pinned);
+        drop(shown);
+        progress.finish();
+        Some(ceiling?)
+    } else {
+        None
+    };
     Ok(CompareReport {
         workload: args.workload.name().to_string(),
         dist: args.dist.name(),
@@ -238,6 +254,28 @@ pub fn compare(
         load_generator_busy_poll: args.busy_poll,
         rows,
         skipped,
+        loopback_ceiling,
+    })
+}
+
+/// The echo pair of `loopback::echo` on the compare's cores and connections, with the bytes of
+/// directkv-native's GET batches at the compare's depth and sizes (both ends busy-poll when the
+/// load generator does, as directkv's server does by default).
+fn loopback_ceiling(args: &CompareArgs, pinned: bool) -> Result<Ceiling, String> {
+    let (request_bytes, response_bytes) =
+        loopback::native_batch_bytes(args.depth, args.shape.key_size, args.shape.value_size)?;
+    let echo = loopback::echo(&EchoConfig {
+        connections: args.connections,
+        request_bytes,
+        response_bytes,
+        measure: args.measure,
+        busy_poll: args.busy_poll,
+        cpus: pinned.then_some((LOAD_CPU, SERVER_CPU)),
+    })
+    .map_err(|e| format!("loopback ceiling: {e}"))?;
+    Ok(Ceiling {
+        ops_per_sec: echo.ops_per_sec(args.depth),
+        echo,
     })
 }
 

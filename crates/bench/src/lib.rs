@@ -10,6 +10,7 @@ pub mod dist;
 pub mod driver;
 pub mod engine_bench;
 pub mod engine_sweep;
+pub mod loopback;
 pub mod netbench;
 pub mod ocsm;
 pub mod probe;

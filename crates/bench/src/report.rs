@@ -142,6 +142,16 @@ pub struct CompareReport {
     pub rows: Vec<CompareRow>,
     /// Targets that were asked for but could not run, with the reason.
     pub skipped: Vec<Skipped>,
+    /// The loopback ceiling measured after the targets (`bench compare --no-ceiling`: none).
+    pub loopback_ceiling: Option<Ceiling>,
+}
+
+/// What loopback TCP alone carries at the compare's depth (`loopback::echo`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ceiling {
+    /// Round trips per second times the depth.
+    pub ops_per_sec: f64,
+    pub echo: crate::loopback::EchoResult,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -287,6 +297,25 @@ pub fn compare_table(r: &CompareReport) -> String {
     }
     for skipped in &r.skipped {
         let _ = writeln!(s, "{:<16} skipped: {}", skipped.name, skipped.reason);
+    }
+    if let Some(c) = &r.loopback_ceiling {
+        let _ = writeln!(
+            s,
+            "{:<16} {:>13.0}  (echo of {}/{}-byte native batches, no work)",
+            "loopback ceiling", c.ops_per_sec, c.echo.request_bytes, c.echo.response_bytes
+        );
+        let shares: Vec<String> = r
+            .rows
+            .iter()
+            .map(|row| {
+                format!(
+                    "{} {:.0}%",
+                    row.name,
+                    100.0 * row.run.ops_per_sec / c.ops_per_sec.max(f64::MIN_POSITIVE)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "share of the ceiling: {}", shares.join(", "));
     }
     s
 }

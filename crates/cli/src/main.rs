@@ -52,6 +52,10 @@ enum BenchCmd {
     /// The memory system alone: random line reads per second over a region, and how much core
     /// time one prefetched random line access costs next to computation it could overlap with.
     Probe(ProbeFlags),
+    /// The network alone: an echo pair over loopback TCP on cores 0 and 1 exchanging
+    /// directkv-native batch-sized messages with no work; round trips/s times the depth is the
+    /// most operations/s any server could answer here at that depth.
+    Loopback(LoopbackFlags),
 }
 
 #[derive(Args)]
@@ -201,6 +205,78 @@ struct CompareFlags {
     /// Do not pin servers and the load generator to separate cores.
     #[arg(long)]
     no_pin: bool,
+    /// Skip the loopback ceiling (an echo pair with the same connections and native batch
+    /// bytes, no work, run for --seconds after the targets).
+    #[arg(long)]
+    no_ceiling: bool,
+}
+
+#[derive(Args)]
+struct LoopbackFlags {
+    /// Connections, each with one batch in flight.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Operations per batch: requests and responses are the bytes of directkv's native
+    /// frames for this many GETs.
+    #[arg(long, default_value_t = 64)]
+    depth: usize,
+    #[arg(long, default_value_t = 8)]
+    key_size: usize,
+    #[arg(long, default_value_t = 8)]
+    value_size: usize,
+    /// Request bytes instead of the native GET batch's.
+    #[arg(long)]
+    request_bytes: Option<usize>,
+    /// Response bytes instead of the native GET batch's.
+    #[arg(long)]
+    response_bytes: Option<usize>,
+    /// Seconds measured (after a 0.2 s warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Both ends sleep in epoll instead of polling it.
+    #[arg(long)]
+    no_busy_poll: bool,
+    /// Do not pin the two ends to cores 0 and 1.
+    #[arg(long)]
+    no_pin: bool,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bench_loopback(f: LoopbackFlags) -> Result<(), String> {
+    let (request, response) =
+        directkv_bench::loopback::native_batch_bytes(f.depth, f.key_size, f.value_size)?;
+    let two_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let r = directkv_bench::loopback::echo(&directkv_bench::loopback::EchoConfig {
+        connections: f.connections,
+        request_bytes: f.request_bytes.unwrap_or(request),
+        response_bytes: f.response_bytes.unwrap_or(response),
+        measure: duration_flag("seconds", f.seconds, false)?,
+        busy_poll: !f.no_busy_poll,
+        cpus: (!f.no_pin && two_cores).then_some((0, 1)),
+    })?;
+    let ops = r.ops_per_sec(f.depth);
+    if f.json {
+        let j = serde_json::json!({
+            "depth": f.depth,
+            "ops_per_sec": ops,
+            "echo": r,
+        });
+        println!("{j}");
+    } else {
+        println!(
+            "{} connections, {}-byte requests, {}-byte responses{}: {:.0} round trips/s = {:.0} ops/s at depth {}",
+            r.connections,
+            r.request_bytes,
+            r.response_bytes,
+            if r.busy_poll { ", busy polling" } else { "" },
+            r.round_trips_per_sec,
+            ops,
+            f.depth
+        );
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -635,6 +711,7 @@ fn bench_compare(f: CompareFlags) -> Result<(), String> {
         load_depth: f.w.load_depth,
         pin: !f.no_pin,
         busy_poll: !f.w.no_busy_poll,
+        ceiling: !f.no_ceiling,
     };
     let bars = progress::Bars::new(!f.w.json);
     let r = compare::compare(&args, &bars)?;
@@ -668,6 +745,9 @@ fn main() {
         Cmd::Bench {
             what: BenchCmd::Probe(f),
         } => bench_probe(f),
+        Cmd::Bench {
+            what: BenchCmd::Loopback(f),
+        } => bench_loopback(f),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

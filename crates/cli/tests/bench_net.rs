@@ -520,6 +520,71 @@ fn bench_compare_end_to_end() {
         assert!(row["rss_bytes_per_key"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(row["load"]["keys"], 20000);
     }
+    // The loopback ceiling ran after the targets with native GET batches of depth 64.
+    let ceiling = &v["loopback_ceiling"];
+    let (request, response) = directkv_bench::loopback::native_batch_bytes(64, 8, 8).unwrap();
+    assert_eq!(ceiling["echo"]["request_bytes"], request, "{ceiling}");
+    assert_eq!(ceiling["echo"]["response_bytes"], response, "{ceiling}");
+    assert_eq!(ceiling["echo"]["connections"], 1, "{ceiling}");
+    let round_trips = ceiling["echo"]["round_trips_per_sec"].as_f64().unwrap();
+    assert!(round_trips > 0.0, "{ceiling}");
+    assert_eq!(ceiling["ops_per_sec"].as_f64().unwrap(), round_trips * 64.0);
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     std::fs::remove_file(&png).unwrap();
+}
+
+#[test]
+fn bench_loopback_reports_the_echo_pair() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    let out = directkv_cmd(&[
+        "bench",
+        "loopback",
+        "--connections",
+        "2",
+        "--depth",
+        "16",
+        "--seconds",
+        "0.3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    let (request, response) = directkv_bench::loopback::native_batch_bytes(16, 8, 8).unwrap();
+    assert_eq!(v["echo"]["request_bytes"], request, "{v}");
+    assert_eq!(v["echo"]["response_bytes"], response, "{v}");
+    assert_eq!(v["echo"]["connections"], 2, "{v}");
+    let rt = v["echo"]["round_trips_per_sec"].as_f64().unwrap();
+    assert!(rt > 0.0, "{v}");
+    assert_eq!(v["ops_per_sec"].as_f64().unwrap(), rt * 16.0, "{v}");
+    // Explicit sizes replace the native batch's; bad input is refused with a reason.
+    let out = directkv_cmd(&[
+        "bench",
+        "loopback",
+        "--request-bytes",
+        "100",
+        "--response-bytes",
+        "3000",
+        "--seconds",
+        "0.2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("100-byte requests, 3000-byte responses"),
+        "{text}"
+    );
+    let bad = directkv_cmd(&[
+        "bench",
+        "loopback",
+        "--connections",
+        "0",
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("connections 0 outside"));
 }

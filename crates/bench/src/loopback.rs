@@ -1,0 +1,468 @@
+//! Loopback ceiling: how many batches per second the kernel's TCP carries between the two
+//! cores when neither end does any work, the network's counterpart of the line-read probe.
+//!
+//! What: an echo pair in one process. A server thread (pinned to the server core) accepts
+//! `connections` connections and answers every complete request of `request_bytes` with
+//! `response_bytes`; the calling thread (on the load core) keeps one request in flight per
+//! connection, as the load generator does with one batch per connection. Both ends wait in
+//! epoll on all their sockets, polling it (`busy_poll`, as the server and load generator do)
+//! or sleeping in it. Nothing is parsed, looked up or encoded, so round trips per second times
+//! the batch depth is the most operations per second any server could answer on this machine
+//! with batches of that size on that many connections.
+//!
+//! ```text
+//!   core 0: caller                          core 1: echo thread
+//!   send request (each connection) ───────> recv until request_bytes arrived
+//!   recv until response_bytes arrived <──── send response
+//!   count one round trip, send the next     (until the caller closes the sockets)
+//! ```
+//!
+//! `native_batch_bytes` gives the sizes of directkv's native frames for a batch of GETs, so the
+//! ceiling is for the same bytes on the wire as `bench compare`'s directkv-native target.
+//!
+//! Goals: measure the kernel's per-message cost (system calls, TCP on loopback, wake-ups) with
+//! the same connection count and message sizes as a real run, in the same session as it.
+//! Non-goals: bandwidth of large transfers, other transports, more than one thread per side.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use directkv_proto::native::{
+    encode_request, encode_response, status, NativeLimits, NativeOp, ResponseOp,
+};
+use serde::Serialize;
+
+/// Connections one echo pair may use (each end keeps a buffer per connection).
+pub const CONNECTIONS_MAX: usize = 1024;
+/// The largest request or response the pair sends, bytes: the native protocol's default frame
+/// limit is far below it.
+pub const MESSAGE_BYTES_MAX: usize = 16 << 20;
+/// The longest measurement accepted.
+pub const SECONDS_MAX: f64 = 600.0;
+/// How long a sleeping end waits in epoll before it looks at the stop flag again.
+const SLEEP_POLL_MS: i32 = 50;
+/// Round trips timed before the measurement starts (connections settle, caches warm).
+const WARMUP: Duration = Duration::from_millis(200);
+/// Events taken from epoll per call.
+const EVENTS_MAX: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EchoConfig {
+    pub connections: usize,
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    pub measure: Duration,
+    /// Poll epoll without sleeping (as directkv's server and load generator do by default).
+    pub busy_poll: bool,
+    /// (caller's core, echo thread's core), or None to leave both unpinned.
+    pub cpus: Option<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EchoResult {
+    pub connections: usize,
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    pub busy_poll: bool,
+    pub seconds: f64,
+    /// Complete request/response exchanges per second over all connections.
+    pub round_trips_per_sec: f64,
+    /// Requests the echo thread answered, warm-up included (at least the caller's count).
+    pub server_round_trips: u64,
+    /// Round trips measured by the caller (warm-up excluded).
+    pub round_trips: u64,
+}
+
+impl EchoResult {
+    /// Operations per second if every round trip carried `depth` operations.
+    pub fn ops_per_sec(&self, depth: usize) -> f64 {
+        self.round_trips_per_sec * depth as f64
+    }
+}
+
+/// Bytes of directkv's native REQUEST frame of `depth` GETs of `key_size`-byte keys, and of the
+/// RESPONSE frame answering each with a `value_size`-byte value.
+pub fn native_batch_bytes(
+    depth: usize,
+    key_size: usize,
+    value_size: usize,
+) -> Result<(usize, usize), String> {
+    let limits = NativeLimits::DEFAULT;
+    let key = vec![b'k'; key_size];
+    let value = vec![b'v'; value_size];
+    let ops: Vec<NativeOp<'_>> = (0..depth).map(|_| NativeOp::get(&key)).collect();
+    let mut request = Vec::new();
+    encode_request(1, &ops, &limits, &mut request).map_err(|e| e.to_string())?;
+    let found: Vec<ResponseOp<'_>> = (0..depth)
+        .map(|_| ResponseOp {
+            status: status::OK,
+            data: &value,
+        })
+        .collect();
+    let mut response = Vec::new();
+    encode_response(1, &found, &limits, &mut response).map_err(|e| e.to_string())?;
+    Ok((request.len(), response.len()))
+}
+
+impl EchoConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.connections == 0 || self.connections > CONNECTIONS_MAX {
+            return Err(format!(
+                "connections {} outside 1..={CONNECTIONS_MAX}",
+                self.connections
+            ));
+        }
+        for (what, n) in [
+            ("request", self.request_bytes),
+            ("response", self.response_bytes),
+        ] {
+            if n == 0 || n > MESSAGE_BYTES_MAX {
+                return Err(format!(
+                    "{what} of {n} bytes outside 1..={MESSAGE_BYTES_MAX}"
+                ));
+            }
+        }
+        let s = self.measure.as_secs_f64();
+        if !(s > 0.0 && s <= SECONDS_MAX) {
+            return Err(format!("measurement of {s} s outside (0, {SECONDS_MAX}]"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs the echo pair for `WARMUP` plus `config.measure` and returns what it carried. The
+/// echo thread is joined before returning, also on errors.
+pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
+    config.validate()?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = Arc::clone(&stop);
+        let config = *config;
+        std::thread::Builder::new()
+            .name("loopback-echo".to_string())
+            .spawn(move || -> Result<u64, String> {
+                if let Some((_, cpu)) = config.cpus {
+                    pin_thread(cpu);
+                }
+                let mut conns = Vec::with_capacity(config.connections);
+                for _ in 0..config.connections {
+                    let (s, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+                    conns.push(s);
+                }
+                let mut side = Side::new(conns, config.request_bytes, config.response_bytes)?;
+                side.run(&stop, config.busy_poll, None)
+            })
+            .map_err(|e| format!("cannot start the echo thread: {e}"))?
+    };
+    let measured = client(config, addr, &stop);
+    stop.store(true, Ordering::Relaxed);
+    let served = server
+        .join()
+        .map_err(|_| "the echo thread panicked".to_string())?;
+    let (round_trips, seconds) = measured?;
+    let server_round_trips = served?;
+    Ok(EchoResult {
+        connections: config.connections,
+        request_bytes: config.request_bytes,
+        response_bytes: config.response_bytes,
+        busy_poll: config.busy_poll,
+        seconds,
+        round_trips_per_sec: round_trips as f64 / seconds,
+        server_round_trips,
+        round_trips,
+    })
+}
+
+/// The caller's end: connects, runs the warm-up and the measurement, then shuts the sockets
+/// down so the echo thread sees every connection end. Returns (round trips, seconds).
+fn client(
+    config: &EchoConfig,
+    addr: std::net::SocketAddr,
+    stop: &AtomicBool,
+) -> Result<(u64, f64), String> {
+    if let Some((cpu, _)) = config.cpus {
+        pin_thread(cpu);
+    }
+    let mut conns = Vec::with_capacity(config.connections);
+    for _ in 0..config.connections {
+        match TcpStream::connect(addr) {
+            Ok(s) => conns.push(s),
+            Err(e) => {
+                // The echo thread waits in accept for the rest: give it connections that
+                // close at once so it can finish.
+                stop.store(true, Ordering::Relaxed);
+                for _ in conns.len()..config.connections {
+                    drop(TcpStream::connect(addr));
+                }
+                return Err(format!("connect: {e}"));
+            }
+        }
+    }
+    let streams: Vec<TcpStream> = conns
+        .iter()
+        .map(|s| s.try_clone())
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let result = (|| {
+        let mut side = Side::new(conns, config.response_bytes, config.request_bytes)?;
+        side.start()?;
+        side.run_for(WARMUP, config.busy_poll)?;
+        let start = Instant::now();
+        let round_trips = side.run_for(config.measure, config.busy_poll)?;
+        Ok((round_trips, start.elapsed().as_secs_f64()))
+    })();
+    for s in &streams {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+    result
+}
+
+/// One end of the pair: answers every complete incoming message of `in_bytes` with one of
+/// `out_bytes` on the same connection.
+struct Side {
+    conns: Vec<TcpStream>,
+    /// Bytes of the current incoming message received so far, per connection.
+    have: Vec<usize>,
+    in_bytes: usize,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+    epoll: Epoll,
+}
+
+impl Side {
+    fn new(conns: Vec<TcpStream>, in_bytes: usize, out_bytes: usize) -> Result<Side, String> {
+        let epoll = Epoll::new()?;
+        for (i, s) in conns.iter().enumerate() {
+            s.set_nodelay(true).map_err(|e| e.to_string())?;
+            epoll.add(s.as_raw_fd(), i as u64)?;
+        }
+        Ok(Side {
+            have: vec![0; conns.len()],
+            conns,
+            in_bytes,
+            out: vec![b'x'; out_bytes],
+            buf: vec![0; in_bytes.clamp(64 << 10, 1 << 20)],
+            epoll,
+        })
+    }
+
+    /// Sends the first message on every connection (the caller's end opens the exchange).
+    fn start(&mut self) -> Result<(), String> {
+        for s in &mut self.conns {
+            s.write_all(&self.out).map_err(|e| format!("send: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Exchanges messages for `span`; returns how many complete messages came in.
+    fn run_for(&mut self, span: Duration, busy: bool) -> Result<u64, String> {
+        let never = AtomicBool::new(false);
+        self.run(&never, busy, Some(Instant::now() + span))
+    }
+
+    /// Exchanges messages until `stop`, the deadline, or every peer closed; returns how many
+    /// complete messages came in.
+    fn run(
+        &mut self,
+        stop: &AtomicBool,
+        busy: bool,
+        deadline: Option<Instant>,
+    ) -> Result<u64, String> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_MAX];
+        let mut open = self.conns.len();
+        let mut messages = 0u64;
+        while open > 0 && !stop.load(Ordering::Relaxed) {
+            // A clock read (vDSO, tens of ns) is small next to a poll (a system call).
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            let n = self
+                .epoll
+                .wait(&mut events, if busy { 0 } else { SLEEP_POLL_MS })?;
+            if n == 0 && busy {
+                // Nothing arrived: give the core away if anyone else wants it.
+                std::thread::yield_now();
+            }
+            for ev in &events[..n] {
+                let i = ev.u64 as usize;
+                let got = match self.conns[i].read(&mut self.buf) {
+                    Ok(0) => {
+                        self.epoll.remove(self.conns[i].as_raw_fd());
+                        open -= 1;
+                        continue;
+                    }
+                    Ok(got) => got,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                        self.epoll.remove(self.conns[i].as_raw_fd());
+                        open -= 1;
+                        continue;
+                    }
+                    Err(e) => return Err(format!("recv: {e}")),
+                };
+                self.have[i] += got;
+                while self.have[i] >= self.in_bytes {
+                    self.have[i] -= self.in_bytes;
+                    messages += 1;
+                    if let Err(e) = self.conns[i].write_all(&self.out) {
+                        if deadline.is_some() {
+                            return Err(format!("send: {e}"));
+                        }
+                        // The echo end: the caller closed this connection while it answered.
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(messages)
+    }
+}
+
+/// An epoll instance, closed when dropped.
+struct Epoll(i32);
+
+impl Epoll {
+    fn new() -> Result<Epoll, String> {
+        // SAFETY: epoll_create1 has no memory preconditions.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!(
+                "epoll_create1: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Epoll(fd))
+    }
+
+    /// Level-triggered readability of `fd`, reported with `token`.
+    fn add(&self, fd: i32, token: u64) -> Result<(), String> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            return Err(format!("epoll_ctl: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn remove(&self, fd: i32) {
+        // SAFETY: a null event is allowed for EPOLL_CTL_DEL.
+        unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+    }
+
+    /// Waits up to `timeout_ms` (0: poll) and returns how many events were written.
+    fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> Result<usize, String> {
+        // SAFETY: `events` is writable for `events.len()` entries.
+        let n = unsafe {
+            libc::epoll_wait(self.0, events.as_mut_ptr(), events.len() as i32, timeout_ms)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(format!("epoll_wait: {e}"));
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is owned by this value and closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// Pins the calling thread to `cpu`, best effort (a failure leaves it unpinned).
+fn pin_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, ..) reads only the given set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(connections: usize, busy_poll: bool) -> EchoConfig {
+        EchoConfig {
+            connections,
+            request_bytes: 900,
+            response_bytes: 650,
+            measure: Duration::from_millis(300),
+            busy_poll,
+            cpus: None,
+        }
+    }
+
+    #[test]
+    fn echo_pair_exchanges_whole_messages_and_stops() {
+        for busy in [true, false] {
+            let r = echo(&config(3, busy)).unwrap();
+            assert!(r.round_trips > 0, "{r:?}");
+            // The echo thread answered every request the caller counted, plus the warm-up's
+            // and at most one in flight per connection.
+            assert!(r.server_round_trips >= r.round_trips, "{r:?}");
+            assert!(r.seconds >= 0.3, "{r:?}");
+            assert_eq!(r.connections, 3);
+            assert_eq!(r.ops_per_sec(64), r.round_trips_per_sec * 64.0);
+        }
+    }
+
+    #[test]
+    fn messages_larger_than_one_read_are_reassembled() {
+        // 200 KiB requests arrive in several reads; each still counts once.
+        let r = echo(&EchoConfig {
+            request_bytes: 200 << 10,
+            response_bytes: 10,
+            ..config(2, true)
+        })
+        .unwrap();
+        assert!(r.round_trips > 0 && r.server_round_trips >= r.round_trips);
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        assert!(echo(&config(0, true)).unwrap_err().contains("connections"));
+        let big = EchoConfig {
+            request_bytes: MESSAGE_BYTES_MAX + 1,
+            ..config(1, true)
+        };
+        assert!(echo(&big).unwrap_err().contains("request"));
+        let long = EchoConfig {
+            measure: Duration::from_secs(601),
+            ..config(1, true)
+        };
+        assert!(echo(&long).unwrap_err().contains("measurement"));
+    }
+
+    #[test]
+    fn native_batch_sizes_follow_the_protocol() {
+        let (req1, resp1) = native_batch_bytes(1, 8, 8).unwrap();
+        let (req64, resp64) = native_batch_bytes(64, 8, 8).unwrap();
+        // A frame header plus a fixed size per operation.
+        let per_req = (req64 - req1) / 63;
+        let per_resp = (resp64 - resp1) / 63;
+        assert_eq!(req64 - req1, per_req * 63);
+        assert_eq!(resp64 - resp1, per_resp * 63);
+        assert!(per_req > 8, "a GET carries its 8-byte key: {per_req}");
+        assert!(per_resp > 8, "a reply carries its 8-byte value: {per_resp}");
+        let (req64k, resp64v) = native_batch_bytes(64, 16, 24).unwrap();
+        assert_eq!(req64k - req64, 64 * 8);
+        assert_eq!(resp64v - resp64, 64 * 16);
+    }
+}
