@@ -202,13 +202,21 @@ pub fn compare_chart(report: &CompareReport, path: &Path) -> Result<(), String> 
         "{} {}, {} keys, depth {}: ops/s",
         report.workload, report.dist, report.keys, report.depth
     );
+    // The ops/s panel ends with the loopback ceiling, when it was measured: what loopback TCP
+    // carries at this depth with no work at either end.
+    let mut ops_labels = labels.clone();
+    let mut ops: Vec<f64> = of(|r| r.run.ops_per_sec);
+    if let Some(c) = &report.loopback_ceiling {
+        ops_labels.push("loopback ceiling".to_string());
+        ops.push(c.ops_per_sec);
+    }
     draw_bars(
         &panels[0],
         &Bars {
             title: &title,
             y_label: "ops/s",
-            labels: &labels,
-            series: vec![("ops/s", of(|r| r.run.ops_per_sec))],
+            labels: &ops_labels,
+            series: vec![("ops/s", ops)],
         },
     )?;
     draw_bars(
