@@ -322,13 +322,5 @@ fn version(kind: TargetKind) -> String {
 /// has fewer than two CPUs or the call fails, in which case nothing is pinned.
 fn pin_self(cpu: usize) -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 || cpu >= cpus {
-        return false;
-    }
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, ..) reads only the given set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
+    cpus >= 2 && cpu < cpus && crate::ocsm::gen::pin_current_thread(cpu)
 }

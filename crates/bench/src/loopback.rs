@@ -36,6 +36,8 @@ use directkv_proto::native::{
 };
 use serde::Serialize;
 
+use crate::ocsm::gen::pin_current_thread;
+
 /// Connections one echo pair may use (each end keeps a buffer per connection).
 pub const CONNECTIONS_MAX: usize = 1024;
 /// The largest request or response the pair sends, bytes: the native protocol's default frame
@@ -148,7 +150,7 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
             .name("loopback-echo".to_string())
             .spawn(move || -> Result<u64, String> {
                 if let Some((_, cpu)) = config.cpus {
-                    pin_thread(cpu);
+                    let _ = pin_current_thread(cpu);
                 }
                 let mut conns = Vec::with_capacity(config.connections);
                 for _ in 0..config.connections {
@@ -187,7 +189,7 @@ fn client(
     stop: &AtomicBool,
 ) -> Result<(u64, f64), String> {
     if let Some((cpu, _)) = config.cpus {
-        pin_thread(cpu);
+        let _ = pin_current_thread(cpu);
     }
     let mut conns = Vec::with_capacity(config.connections);
     for _ in 0..config.connections {
@@ -381,16 +383,6 @@ impl Drop for Epoll {
     fn drop(&mut self) {
         // SAFETY: the descriptor is owned by this value and closed once.
         unsafe { libc::close(self.0) };
-    }
-}
-
-/// Pins the calling thread to `cpu`, best effort (a failure leaves it unpinned).
-fn pin_thread(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, ..) reads only the given set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
 
