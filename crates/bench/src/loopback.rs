@@ -94,6 +94,15 @@ pub fn native_batch_bytes(
     value_size: usize,
 ) -> Result<(usize, usize), String> {
     let limits = NativeLimits::DEFAULT;
+    let ops_max = limits.frame_ops_max as usize;
+    if depth == 0 || depth > ops_max {
+        return Err(format!(
+            "depth {depth} outside 1..={ops_max} (operations in one native frame)"
+        ));
+    }
+    if key_size == 0 {
+        return Err("key size 0: keys are at least 1 byte".to_string());
+    }
     let key = vec![b'k'; key_size];
     let value = vec![b'v'; value_size];
     let ops: Vec<NativeOp<'_>> = (0..depth).map(|_| NativeOp::get(&key)).collect();
@@ -453,6 +462,14 @@ mod tests {
         assert_eq!(resp64 - resp1, per_resp * 63);
         assert!(per_req > 8, "a GET carries its 8-byte key: {per_req}");
         assert!(per_resp > 8, "a reply carries its 8-byte value: {per_resp}");
+        assert!(native_batch_bytes(0, 8, 8).unwrap_err().contains("depth 0"));
+        assert!(native_batch_bytes(1 << 20, 8, 8)
+            .unwrap_err()
+            .contains("depth"));
+        assert!(native_batch_bytes(64, 0, 8)
+            .unwrap_err()
+            .contains("key size 0"));
+        assert!(native_batch_bytes(64, 251, 8).unwrap_err().contains("250"));
         let (req64k, resp64v) = native_batch_bytes(64, 16, 24).unwrap();
         assert_eq!(req64k - req64, 64 * 8);
         assert_eq!(resp64v - resp64, 64 * 16);

@@ -536,6 +536,51 @@ fn bench_compare_end_to_end() {
 }
 
 #[test]
+fn bench_compare_lists_a_ceiling_it_cannot_measure_as_skipped() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    // A depth above one native frame's operations has no single-frame echo to compare with;
+    // the target's run still stands.
+    let out = directkv_cmd(&[
+        "bench",
+        "compare",
+        "--targets",
+        "directkv-native",
+        "--keys",
+        "5000",
+        "--depth",
+        "5000",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    assert!(v["loopback_ceiling"].is_null(), "{v}");
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{v}");
+    assert_eq!(skipped[0]["name"], "loopback ceiling");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("depth 5000"),
+        "{v}"
+    );
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1, "{v}");
+    assert!(
+        v["rows"][0]["run"]["ops_per_sec"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+}
+
+#[test]
 fn bench_loopback_reports_the_echo_pair() {
     let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
     let out = directkv_cmd(&[
