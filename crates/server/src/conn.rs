@@ -153,6 +153,10 @@ pub(crate) async fn flush(s: &mut TcpStream, out: &mut Vec<u8>, timeout: Duratio
     ok
 }
 
+/// Arguments of one command held on the stack while it is planned (GET, SET with options,
+/// MGET/MSET of a few keys); longer commands collect theirs into a vector.
+const ARGS_INLINE: usize = 8;
+
 struct Parsed {
     consumed: usize,
     commands: usize,
@@ -194,9 +198,20 @@ async fn parse_commands(
                 }
                 count += 1;
                 ctx.stats.commands.fetch_add(1, Ordering::Relaxed);
-                let a: Vec<&[u8]> = command.iter().collect();
+                // Arguments as slices: on the stack for the usual few, else in a vector.
+                let mut inline: [&[u8]; ARGS_INLINE] = [&[]; ARGS_INLINE];
+                let many: Vec<&[u8]>;
+                let a: &[&[u8]] = if command.len() <= ARGS_INLINE {
+                    for (slot, arg) in inline.iter_mut().zip(command.iter()) {
+                        *slot = arg;
+                    }
+                    &inline[..command.len()]
+                } else {
+                    many = command.iter().collect();
+                    &many
+                };
                 let version = session.version;
-                match cmd::plan(pending, session, &a, requirepass) {
+                match cmd::plan(pending, session, a, requirepass) {
                     // HELLO switched the protocol: the replies planned before it (its own is
                     // already encoded) are rendered in the protocol they were asked in.
                     Planned::Queued if session.version != version => {
@@ -207,7 +222,7 @@ async fn parse_commands(
                     Planned::Barrier => {
                         run(ctx, pending, session.version, out).await;
                         pending.clear();
-                        cmd::server::barrier(ctx, session.version, &a, out).await;
+                        cmd::server::barrier(ctx, session.version, a, out).await;
                     }
                 }
                 if session.quit {

@@ -69,6 +69,26 @@ fn connection_commands() {
         c.cmd(&["GET"]),
         Reply::Error("ERR wrong number of arguments for 'get' command".into())
     );
+    // Names match in any case; overlong and non-ASCII names are unknown commands, quoted as
+    // sent; commands with many arguments still plan.
+    assert_eq!(c.cmd(&["SeT", "k", "v"]), ok());
+    assert_eq!(c.cmd(&["gEt", "k"]), bulk("v"));
+    let long = "G".repeat(40);
+    assert_eq!(
+        c.cmd(&[&long, "k"]),
+        Reply::Error(format!(
+            "ERR unknown command '{long}', with args beginning with: 'k' "
+        ))
+    );
+    assert_eq!(
+        c.cmd(&["GÉT", "k"]),
+        Reply::Error("ERR unknown command 'GÉT', with args beginning with: 'k' ".into())
+    );
+    let mset: Vec<String> = (0..12).map(|i| format!("m{}", i / 2)).collect();
+    let mut args = vec!["MSET"];
+    args.extend(mset.iter().map(String::as_str));
+    assert_eq!(c.cmd(&args), ok());
+    assert_eq!(c.cmd(&["GET", "m5"]), bulk("m5"));
     // The connection is still usable after errors.
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
     srv.stop();

@@ -27,8 +27,39 @@ pub enum Planned {
     Barrier,
 }
 
-fn lower(name: &[u8]) -> String {
-    String::from_utf8_lossy(name).to_ascii_lowercase()
+/// The longest command name looked up; a longer one is an unknown command (Redis's longest is
+/// 20 bytes, directkv's `DKV.` commands are shorter).
+const NAME_BYTES_MAX: usize = 32;
+
+/// A command name in ASCII lower case, on the stack: `plan` runs for every command, and
+/// lower-casing into a new `String` cost an allocation and a free per command.
+struct Name {
+    bytes: [u8; NAME_BYTES_MAX],
+    len: usize,
+}
+
+impl Name {
+    /// An empty name, which matches no command, for one that is longer than `NAME_BYTES_MAX`
+    /// or not ASCII (no command name is either); the unknown-command reply quotes the original.
+    fn lower(raw: &[u8]) -> Name {
+        let mut bytes = [0u8; NAME_BYTES_MAX];
+        if raw.len() > NAME_BYTES_MAX {
+            return Name { bytes, len: 0 };
+        }
+        // One pass: lower-case each byte and gather the high bits to check for ASCII.
+        let mut high = 0u8;
+        for (d, &b) in bytes.iter_mut().zip(raw) {
+            high |= b;
+            *d = b.to_ascii_lowercase();
+        }
+        let len = if high < 0x80 { raw.len() } else { 0 };
+        Name { bytes, len }
+    }
+
+    fn as_str(&self) -> &str {
+        // SAFETY: the first `len` bytes are ASCII (checked in `lower`), so valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(&self.bytes[..self.len]) }
+    }
 }
 
 /// Plans one command (`args[0]` is its name).
@@ -38,22 +69,20 @@ pub fn plan(
     args: &[&[u8]],
     requirepass: Option<&str>,
 ) -> Planned {
-    let name = lower(args[0]);
+    let lowered = Name::lower(args[0]);
+    let name = lowered.as_str();
     let v = s.version;
-    if requirepass.is_some()
-        && !s.authenticated
-        && !matches!(name.as_str(), "auth" | "hello" | "quit")
-    {
+    if requirepass.is_some() && !s.authenticated && !matches!(name, "auth" | "hello" | "quit") {
         p.immediate(|o| RespWriter::new(o, v).error(resp::err_noauth()));
         return Planned::Queued;
     }
-    if let Some(r) = strings::plan(p, v, &name, args) {
+    if let Some(r) = strings::plan(p, v, name, args) {
         return r;
     }
-    if let Some(r) = dkv::plan(p, v, &name, args) {
+    if let Some(r) = dkv::plan(p, v, name, args) {
         return r;
     }
-    if let Some(r) = server::plan(p, s, &name, args, requirepass) {
+    if let Some(r) = server::plan(p, s, name, args, requirepass) {
         return r;
     }
     let msg = resp::err_unknown_command(args[0], args[1..].iter().copied());
