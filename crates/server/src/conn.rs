@@ -180,6 +180,8 @@ async fn parse_commands(
 ) -> Parsed {
     let mut used = 0;
     let mut count = 0;
+    // Commands already added to the shard's counter.
+    let mut counted = 0;
     let mut error = None;
     pending.clear();
     while count < batch_cmds {
@@ -197,7 +199,6 @@ async fn parse_commands(
                     continue;
                 }
                 count += 1;
-                ctx.stats.commands.fetch_add(1, Ordering::Relaxed);
                 // Arguments as slices: on the stack for the usual few, else in a vector.
                 let mut inline: [&[u8]; ARGS_INLINE] = [&[]; ARGS_INLINE];
                 let many: Vec<&[u8]>;
@@ -222,6 +223,9 @@ async fn parse_commands(
                     Planned::Barrier => {
                         run(ctx, pending, session.version, out).await;
                         pending.clear();
+                        // INFO and the other barriers see every command before them (and
+                        // themselves), as when each was counted on arrival.
+                        counted = count_commands(ctx, count, counted);
                         cmd::server::barrier(ctx, session.version, a, out).await;
                     }
                 }
@@ -232,12 +236,24 @@ async fn parse_commands(
         }
     }
     run(ctx, pending, session.version, out).await;
+    count_commands(ctx, count, counted);
     Parsed {
         consumed: used,
         commands: count,
         more: count == batch_cmds,
         error,
     }
+}
+
+/// Adds the commands parsed since the last call (`count - counted`) to the shard's counter and
+/// returns the new `counted`: once per read and barrier instead of an atomic add per command.
+fn count_commands(ctx: &ShardCtx, count: usize, counted: usize) -> usize {
+    if count > counted {
+        ctx.stats
+            .commands
+            .fetch_add((count - counted) as u64, Ordering::Relaxed);
+    }
+    count
 }
 
 /// Executes the pending operations (local shard directly, others over their queues) and

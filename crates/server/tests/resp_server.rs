@@ -388,3 +388,38 @@ fn info_counts_ocsm_datagrams_messages_and_errors() {
     assert_eq!(info_field(&mut c, "forwarded_batches"), 0);
     srv.stop();
 }
+
+#[test]
+fn info_counts_every_command_before_it_in_a_pipeline() {
+    let srv = start(1);
+    let mut c = Client::connect(&srv);
+    // INFO counts itself, as each command is counted when it arrives.
+    let before = info_field(&mut c, "total_commands_processed");
+    // Three commands and INFO in one write: the counter is added to per read, and flushed
+    // before INFO runs.
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        directkv_proto::resp::encode_command(&[b"PING"], &mut out);
+    }
+    directkv_proto::resp::encode_command(&[b"INFO"], &mut out);
+    c.send_raw(&out);
+    for _ in 0..3 {
+        assert_eq!(c.read(), Reply::Simple("PONG".into()));
+    }
+    let text = match c.read() {
+        Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+        r => panic!("{r:?}"),
+    };
+    let during: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(during, before + 4, "{text}");
+    // Commands after the last barrier of a read are counted at its end.
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert_eq!(info_field(&mut c, "total_commands_processed"), before + 6);
+    srv.stop();
+}

@@ -202,14 +202,12 @@ fn parse_multibulk(input: &[u8], limits: &RespLimits, ranges: &mut Vec<Range<usi
         let Some(data_end) = data_start.checked_add(len) else {
             return Parse::Invalid(ProtocolError::InvalidBulkLength);
         };
-        // Check whatever part of the terminator has arrived before asking for more.
-        let terminator = input.get(data_end..).unwrap_or_default();
-        let terminator = &terminator[..terminator.len().min(2)];
-        if terminator != &b"\r\n"[..terminator.len()] {
-            return Parse::Invalid(ProtocolError::InvalidBulkLength);
-        }
-        if terminator.len() < 2 {
-            return Parse::Incomplete;
+        // Check whatever part of the terminator has arrived before asking for more (byte by
+        // byte: a slice comparison of a length known only at run time is a memcmp call).
+        match (input.get(data_end), input.get(data_end.wrapping_add(1))) {
+            (Some(b'\r'), Some(b'\n')) => {}
+            (Some(b'\r'), None) | (None, _) => return Parse::Incomplete,
+            _ => return Parse::Invalid(ProtocolError::InvalidBulkLength),
         }
         ranges.push(data_start..data_end);
         pos = data_end + 2;
@@ -319,6 +317,16 @@ pub(super) fn push_header(out: &mut Vec<u8>, marker: u8, len: usize) {
 
 /// Appends `magnitude` in decimal, after a `-` when `negative`, without going through `fmt`.
 pub(super) fn push_decimal(out: &mut Vec<u8>, mut magnitude: u64, negative: bool) {
+    // One and two digits (bulk lengths of short keys and values) without the digit buffer.
+    if !negative && magnitude < 100 {
+        let m = magnitude as u8;
+        if m < 10 {
+            out.push(b'0' + m);
+        } else {
+            out.extend_from_slice(&[b'0' + m / 10, b'0' + m % 10]);
+        }
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut start = digits.len();
     loop {
@@ -503,5 +511,14 @@ mod tests {
         out.push(b' ');
         push_decimal(&mut out, 1 << 63, true);
         assert_eq!(out, b"0 18446744073709551615 -9223372036854775808");
+        // Around the short paths' edges, against the standard formatting.
+        for n in (0..=1001u64).chain([u64::MAX - 1, 1 << 32]) {
+            for negative in [false, true] {
+                let mut out = Vec::new();
+                push_decimal(&mut out, n, negative);
+                let want = format!("{}{n}", if negative { "-" } else { "" });
+                assert_eq!(out, want.as_bytes());
+            }
+        }
     }
 }
