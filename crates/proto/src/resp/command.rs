@@ -245,7 +245,40 @@ const LENGTH_DIGITS_MAX: usize = 20;
 /// of Redis' `string2ll`: an optional `-`, then `0` alone or digits not starting with `0`; no
 /// `+`, no blanks, no `-0`. Every byte is judged as it arrives, so a number that is already
 /// above `max` (or malformed) is `Invalid` without waiting for its `\r\n`.
+#[inline(always)]
 fn read_length(input: &[u8], start: usize, sign: Sign, max: usize) -> Length {
+    // Short path for the usual one- and two-digit counts and lengths (`*2`, `$3`, `$16`): the
+    // same answer as the loop below for these inputs, fewer checks.
+    if let Some(&[a, b, c, d]) = input
+        .get(start..start + 4)
+        .map(|w| <&[u8; 4]>::try_from(w).unwrap())
+    {
+        if (b'1'..=b'9').contains(&a) {
+            if b == b'\r' && c == b'\n' {
+                let value = usize::from(a - b'0');
+                if value <= max {
+                    return Length::Value {
+                        value,
+                        end: start + 3,
+                    };
+                }
+            } else if b.is_ascii_digit() && c == b'\r' && d == b'\n' {
+                let value = usize::from(a - b'0') * 10 + usize::from(b - b'0');
+                if value <= max {
+                    return Length::Value {
+                        value,
+                        end: start + 4,
+                    };
+                }
+            }
+        }
+    }
+    read_length_digits(input, start, sign, max)
+}
+
+/// [`read_length`] without its short path: every byte judged in turn.
+#[inline(never)]
+fn read_length_digits(input: &[u8], start: usize, sign: Sign, max: usize) -> Length {
     let max = u64::try_from(max).unwrap_or(u64::MAX);
     let mut negative = false;
     let mut magnitude: u64 = 0;
@@ -500,6 +533,33 @@ mod tests {
         let mut out = b"x".to_vec();
         encode_command(&[b"SET", b"key", b""], &mut out);
         assert_eq!(out, b"x*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$0\r\n\r\n");
+    }
+
+    #[test]
+    fn length_short_path_agrees_with_the_digit_loop() {
+        // Every input of up to 5 bytes over digits, CR, LF, '-' and another byte, at offsets 0
+        // and 1, for both signs and bounds around one and two digits.
+        let alphabet = b"0159\r\n-x";
+        for len in 0..=5u32 {
+            for mut code in 0..(alphabet.len() as u32).pow(len) {
+                let mut input = Vec::new();
+                for _ in 0..len {
+                    input.push(alphabet[(code % alphabet.len() as u32) as usize]);
+                    code /= alphabet.len() as u32;
+                }
+                for start in [0, 1] {
+                    for sign in [Sign::NegativeAllowed, Sign::PositiveOnly] {
+                        for max in [0, 1, 5, 9, 10, 15, 19, 42, 99, 100, usize::MAX] {
+                            assert_eq!(
+                                read_length(&input, start, sign, max),
+                                read_length_digits(&input, start, sign, max),
+                                "{input:?} from {start}, max {max}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
