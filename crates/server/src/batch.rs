@@ -43,7 +43,10 @@ impl OwnedBatch {
 
     fn copy(&mut self, b: &[u8]) -> Range<usize> {
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(b);
+        // Most operations have no argument (GET) or one: an empty one costs no copy call.
+        if !b.is_empty() {
+            self.bytes.extend_from_slice(b);
+        }
         start..self.bytes.len()
     }
 
