@@ -25,7 +25,7 @@
 //! Non-goals: bandwidth of large transfers, other transports, more than one thread per side.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -190,8 +190,9 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
     })
 }
 
-/// The caller's end: connects, runs the warm-up and the measurement, then shuts the sockets
-/// down so the echo thread sees every connection end. Returns (round trips, seconds).
+/// The caller's end: connects, runs the warm-up and the measurement, and closes its sockets
+/// (by dropping them) so the echo thread sees every connection end. Returns (round trips,
+/// seconds).
 fn client(
     config: &EchoConfig,
     addr: std::net::SocketAddr,
@@ -215,23 +216,14 @@ fn client(
             }
         }
     }
-    let streams: Vec<TcpStream> = conns
-        .iter()
-        .map(|s| s.try_clone())
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    let result = (|| {
-        let mut side = Side::new(conns, config.response_bytes, config.request_bytes)?;
-        side.start()?;
-        side.run_for(WARMUP, config.busy_poll)?;
-        let start = Instant::now();
-        let round_trips = side.run_for(config.measure, config.busy_poll)?;
-        Ok((round_trips, start.elapsed().as_secs_f64()))
-    })();
-    for s in &streams {
-        let _ = s.shutdown(Shutdown::Both);
-    }
-    result
+    // Every way out drops `side` and closes its sockets, so the echo thread sees each
+    // connection end and finishes.
+    let mut side = Side::new(conns, config.response_bytes, config.request_bytes)?;
+    side.start()?;
+    side.run_for(WARMUP, config.busy_poll)?;
+    let start = Instant::now();
+    let round_trips = side.run_for(config.measure, config.busy_poll)?;
+    Ok((round_trips, start.elapsed().as_secs_f64()))
 }
 
 /// One end of the pair: answers every complete incoming message of `in_bytes` with one of

@@ -528,11 +528,25 @@ fn bench_compare_end_to_end() {
     assert_eq!(ceiling["echo"]["connections"], 1, "{ceiling}");
     let round_trips = ceiling["echo"]["round_trips_per_sec"].as_f64().unwrap();
     assert!(round_trips > 0.0, "{ceiling}");
-    // (JSON numbers parse back within an ulp or so, not always bit for bit.)
-    let ops = ceiling["ops_per_sec"].as_f64().unwrap();
-    assert!((ops / (round_trips * 64.0) - 1.0).abs() < 1e-9, "{ceiling}");
+    assert_close(ceiling["ops_per_sec"].as_f64().unwrap(), round_trips * 64.0);
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     std::fs::remove_file(&png).unwrap();
+}
+
+/// The one JSON object a successful `--json` command printed.
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON")
+}
+
+/// Equal within a relative 1e-9: JSON numbers parse back within an ulp or so, not always bit
+/// for bit.
+fn assert_close(got: f64, want: f64) {
+    assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
 }
 
 #[test]
@@ -555,13 +569,7 @@ fn bench_compare_lists_a_ceiling_it_cannot_measure_as_skipped() {
         "0",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    let v = json_of(&out);
     assert!(v["loopback_ceiling"].is_null(), "{v}");
     let skipped = v["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{v}");
@@ -594,21 +602,14 @@ fn bench_loopback_reports_the_echo_pair() {
         "0.3",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    let v = json_of(&out);
     let (request, response) = directkv_bench::loopback::native_batch_bytes(16, 8, 8).unwrap();
     assert_eq!(v["echo"]["request_bytes"], request, "{v}");
     assert_eq!(v["echo"]["response_bytes"], response, "{v}");
     assert_eq!(v["echo"]["connections"], 2, "{v}");
     let rt = v["echo"]["round_trips_per_sec"].as_f64().unwrap();
     assert!(rt > 0.0, "{v}");
-    let ops = v["ops_per_sec"].as_f64().unwrap();
-    assert!((ops / (rt * 16.0) - 1.0).abs() < 1e-9, "{v}");
+    assert_close(v["ops_per_sec"].as_f64().unwrap(), rt * 16.0);
     // Explicit sizes replace the native batch's; bad input is refused with a reason.
     let out = directkv_cmd(&[
         "bench",
