@@ -26,3 +26,6 @@ python3 -c "import redis" 2>/dev/null || python3 -m pip install -q redis
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --workspace --release
+# The fuzz targets are their own workspace (cargo-fuzz needs nightly to run them): check that
+# they still build against the crates and the shared test kit.
+cargo check --manifest-path fuzz/Cargo.toml --bins

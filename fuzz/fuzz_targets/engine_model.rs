@@ -1,5 +1,5 @@
 //! Fuzz target: batches of operations against two engines (Forward and Stall) and a `HashMap`
-//! model each (see `model.rs`).
+//! model each (the model is `directkv_testkit::model`).
 //!
 //! ```text
 //!   fuzz input --arbitrary--> Input { config choice, FOps to the end of the input }
@@ -18,8 +18,6 @@
 
 #![no_main]
 
-mod model;
-
 use std::collections::HashMap;
 
 use arbitrary::{Arbitrary, Unstructured};
@@ -30,10 +28,15 @@ use directkv_engine::{
     ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
 };
 use libfuzzer_sys::fuzz_target;
-use model::{Eff, OwnedOp, Store};
+use directkv_testkit::model::{self, Eff, Limits, OwnedOp, Store};
 
 const MEMORY_BYTES: usize = 4 << 20;
 const VALUE_LEN_MAX: usize = 64 << 10;
+/// What the model checks: the engine's default key limit and the value limit set here.
+const LIMITS: Limits = Limits {
+    key_len_max: 250,
+    value_len_max: VALUE_LEN_MAX,
+};
 /// Bound on the operations of one input (the input length bounds it, too).
 const OPS_MAX: usize = 2000;
 /// Records that take 1.5 MiB of the 2 MiB slab region before the operations run (a 64 KiB slab
@@ -306,7 +309,7 @@ fn check(side: &mut Side, ops: &[OwnedOp]) {
         let want = model::apply(
             side.model.get(&op.key).map(Vec::as_slice),
             op,
-            VALUE_LEN_MAX,
+            LIMITS,
         );
         let (status, data) = (side.out.status(i), side.out.data(i));
         if status == Status::Error(OpError::OutOfMemory) && matches!(want.eff, Eff::Set(_)) {
@@ -386,7 +389,7 @@ fn run(input: Input) {
                 .cloned()
                 .unwrap_or_else(|| sides[0].model.get(&k).cloned());
             let op = materialize(f, cur.as_deref());
-            match model::apply(cur.as_deref(), &op, VALUE_LEN_MAX).eff {
+            match model::apply(cur.as_deref(), &op, LIMITS).eff {
                 Eff::Keep => {}
                 Eff::Set(v) => drop(overlay.insert(k, Some(v))),
                 Eff::Delete => drop(overlay.insert(k, None)),

@@ -5,47 +5,11 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use directkv_client::{func, Client, ClientConfig, ElemCode, Replies};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-fn counted() {
-    if COUNT_HERE.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; counting has no effect
-// on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        counted();
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        counted();
-        // SAFETY: as for `dealloc`, and `new_size` is the caller's valid size.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use directkv_testkit::alloc::{Counting, CountingAllocator};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 async fn mixed_batch(c: &mut Client, replies: &mut Replies, round: u64) {
     let mut b = c.batch();
@@ -76,17 +40,16 @@ async fn batches_allocate_nothing_once_warm() {
     for round in 0..3 {
         mixed_batch(&mut c, &mut replies, round).await;
     }
-    COUNT_HERE.with(|f| f.set(true));
+    let counting = Counting::start();
     for round in 3..23 {
         mixed_batch(&mut c, &mut replies, round).await;
     }
-    COUNT_HERE.with(|f| f.set(false));
-    assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0);
+    assert_eq!(counting.stop().allocations, 0);
     // The counter does count: a single get hands the caller an owned value.
-    COUNT_HERE.with(|f| f.set(true));
+    let counting = Counting::start();
     let v = c.get(&0u64.to_le_bytes()).await.unwrap();
-    COUNT_HERE.with(|f| f.set(false));
+    let counted = counting.stop();
     assert!(v.is_some());
-    assert!(ALLOCATIONS.load(Ordering::Relaxed) > 0);
+    assert!(counted.allocations > 0);
     srv.stop();
 }

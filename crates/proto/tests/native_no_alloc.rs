@@ -5,60 +5,19 @@
 //! A global allocator wraps `System` and counts the calls made by this thread while counting is
 //! on. Everything runs in the one test of this file so no other test thread is involved.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use directkv_testkit::alloc::{count, CountingAllocator};
 
 use directkv_proto::native::{
     decode_request, decode_response, func, ElemCode, NativeLimits, NativeOp, Request,
     RequestEncoder, Response, ResponseEncoder, ResponseOp,
 };
 
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static CALLS: Cell<usize> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-fn count() {
-    // `try_with`: the allocator also runs while thread-locals are torn down.
-    if ON.try_with(Cell::get).unwrap_or(false) {
-        let _ = CALLS.try_with(|c| c.set(c.get() + 1));
-    }
-}
-
-// SAFETY: each method forwards its arguments unchanged to `System`, so `System`'s guarantees
-// carry over; counting only touches thread-local cells, never the allocated memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count();
-        // SAFETY: `ptr` was allocated by `System` through this allocator with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: `ptr` was allocated by `System` with `layout`; the caller upholds the rest.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Allocator calls made by `f` on this thread.
 fn calls_during(f: impl FnOnce()) -> usize {
-    CALLS.with(|c| c.set(0));
-    ON.with(|on| on.set(true));
-    f();
-    ON.with(|on| on.set(false));
-    CALLS.with(Cell::get)
+    count(f).1.calls() as usize
 }
 
 #[test]

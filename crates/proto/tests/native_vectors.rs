@@ -13,6 +13,8 @@ use directkv_proto::native::{
     RequestFrame, Response, ResponseFrame, ResponseOp,
 };
 
+use directkv_testkit::vectors::{hex, records, unhex};
+
 const VECTORS: &str = include_str!("vectors/native.txt");
 
 /// One record of the vector file.
@@ -37,57 +39,37 @@ fn numbers(s: &str) -> Vec<u16> {
     s.split_whitespace().map(|n| n.parse().unwrap()).collect()
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    assert!(digits.len().is_multiple_of(2), "odd hex: {s}");
-    digits
-        .chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn parse_vectors(text: &str) -> Vec<Vector> {
-    let mut out = Vec::new();
-    let mut cur: Option<Vector> = None;
-    let mut after_response = false;
-    for line in text.lines() {
-        if line.starts_with('#') {
-            continue;
-        }
-        if line.trim().is_empty() {
-            out.extend(cur.take());
-            continue;
-        }
-        let (key, value) = line
-            .split_once(": ")
-            .unwrap_or((line.trim_end_matches(':'), ""));
-        let v = cur.get_or_insert_with(Vector::default);
-        match key {
-            "name" => {
-                v.name = value.to_string();
-                after_response = false;
+    records(text)
+        .into_iter()
+        .map(|record| {
+            let mut v = Vector::default();
+            let mut after_response = false;
+            for f in record.fields {
+                let value = f.value.as_str();
+                match f.key.as_str() {
+                    "name" => {
+                        v.name = value.to_string();
+                        after_response = false;
+                    }
+                    "note" => {}
+                    "request" => v.request = unhex(value),
+                    "response" => {
+                        v.response = unhex(value);
+                        after_response = true;
+                    }
+                    "expect" => v.expect = value.to_string(),
+                    "key" => v.key = unhex(value),
+                    "hash" => v.hash = Some(u64::from_str_radix(value, 16).unwrap()),
+                    "shard_count" => v.shard_counts = numbers(value),
+                    "shard" => v.shards = numbers(value),
+                    _ if after_response => v.response_lines.push(f.line),
+                    _ => v.request_lines.push(f.line),
+                }
             }
-            "note" => {}
-            "request" => v.request = unhex(value),
-            "response" => {
-                v.response = unhex(value);
-                after_response = true;
-            }
-            "expect" => v.expect = value.to_string(),
-            "key" => v.key = unhex(value),
-            "hash" => v.hash = Some(u64::from_str_radix(value, 16).unwrap()),
-            "shard_count" => v.shard_counts = numbers(value),
-            "shard" => v.shards = numbers(value),
-            _ if after_response => v.response_lines.push(line.to_string()),
-            _ => v.request_lines.push(line.to_string()),
-        }
-    }
-    out.extend(cur);
-    out
+            v
+        })
+        .collect()
 }
 
 fn render_op(op: &NativeOp<'_>) -> String {

@@ -10,6 +10,8 @@ use directkv_proto::ocsm::{
     ErrorCode, MessageOut, OcsmLimits, Response,
 };
 
+use directkv_testkit::vectors::{records, unhex};
+
 const VECTORS: &str = include_str!("vectors/ocsm.txt");
 
 struct Vector {
@@ -19,39 +21,17 @@ struct Vector {
     expect: String,
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    let d: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
-}
-
 fn vectors() -> Vec<Vector> {
-    let mut out = Vec::new();
-    for rec in VECTORS.split("\n\n") {
-        let mut v = Vector {
-            name: String::new(),
-            request: Vec::new(),
-            response: Vec::new(),
-            expect: String::new(),
-        };
-        for line in rec.lines().filter(|l| !l.starts_with('#')) {
-            let Some((k, val)) = line.split_once(':') else {
-                continue;
-            };
-            match k {
-                "name" => v.name = val.trim().to_string(),
-                "request" => v.request = unhex(val),
-                "response" => v.response = unhex(val),
-                "expect" => v.expect = val.trim().to_string(),
-                _ => {}
-            }
-        }
-        if !v.name.is_empty() {
-            out.push(v);
-        }
-    }
-    out
+    records(VECTORS)
+        .into_iter()
+        .filter(|r| r.get("name").is_some_and(|n| !n.is_empty()))
+        .map(|r| Vector {
+            name: r.get("name").unwrap_or_default().to_string(),
+            request: unhex(r.get("request").unwrap_or_default()),
+            response: unhex(r.get("response").unwrap_or_default()),
+            expect: r.get("expect").unwrap_or_default().to_string(),
+        })
+        .collect()
 }
 
 /// Re-encodes a decoded datagram from its fields alone.

@@ -7,48 +7,8 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
-use directkv_server::{Server, ServerConfig};
-
-pub fn config(shards: usize) -> ServerConfig {
-    ServerConfig {
-        port: 0,
-        shards,
-        memory_bytes: 32 << 20,
-        metrics_port: Some(0),
-        ..ServerConfig::default()
-    }
-}
-
-pub fn start(shards: usize) -> Server {
-    Server::start(config(shards)).expect("server starts")
-}
-
-/// The metrics page of `server`.
-pub fn metrics(server: &Server) -> String {
-    let addr = server.metrics_addr().expect("metrics enabled");
-    let mut s = TcpStream::connect(addr).expect("metrics connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).expect("metrics read");
-    body
-}
-
-/// The sum of every sample of metric `name` whose labels contain `labels` ("" for any).
-pub fn metric(page: &str, name: &str, labels: &str) -> u64 {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            let (metric, rest) = key.split_once('{').unwrap_or((key, ""));
-            (metric == name && rest.contains(labels)).then(|| value.parse::<f64>().ok())?
-        })
-        .map(|v| v as u64)
-        .sum()
-}
+pub use directkv_testkit::server::*;
 
 /// Forwards every connection made to it to `upstream`, byte for byte, unless paused: while
 /// paused, bytes are held (not dropped) until `resume`.

@@ -1,11 +1,12 @@
-//! The reference model of the `engine_model` target: SPEC section 1 applied one operation at a
-//! time to a `HashMap`, written without the engine's code.
+//! The reference model: SPEC section 1 applied one operation at a time to a `HashMap`, written
+//! without the engine's code. The engine's property tests (`crates/engine/tests/model.rs`) and
+//! the `engine_model` fuzz target both compare the engine with it.
 //!
 //! It covers unsigned element types, update functions add/sub/xor/max/swap, reduce sum/count and
-//! filter eq/gt; any other valid function id panics here, so the target never generates one.
+//! filter eq/gt; any other valid function id panics here, so the generators never produce one.
 //! Errors (limits, unknown function, wrong kind, widths, length mismatch) are predicted in the
-//! engine's documented order. `crates/engine/tests/model.rs` holds the same model with more
-//! commentary.
+//! engine's documented order: key limits, value limit, function kind, the stored value's width,
+//! then the operand's.
 
 use std::collections::HashMap;
 
@@ -17,7 +18,7 @@ use directkv_engine::{ElemType, Op, OpError, OpKind, Status};
 pub type Store = HashMap<Vec<u8>, Vec<u8>>;
 
 /// An operation that owns its bytes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct OwnedOp {
     pub kind: OpKind,
     pub key: Vec<u8>,
@@ -41,6 +42,14 @@ impl OwnedOp {
         }
     }
 
+    /// Sets the function, element type and operand.
+    pub fn with(mut self, func: u16, elem: ElemType, arg: Vec<u8>) -> OwnedOp {
+        self.func = func;
+        self.elem = elem;
+        self.arg = arg;
+        self
+    }
+
     pub fn as_op(&self) -> Op<'_> {
         Op {
             kind: self.kind,
@@ -54,6 +63,46 @@ impl OwnedOp {
     }
 }
 
+/// Short bytes in full, long ones as length and prefix, so failure messages stay readable.
+#[derive(PartialEq)]
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl std::fmt::Debug for Bytes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.len() <= 16 {
+            write!(f, "{:?}", self.0)
+        } else {
+            write!(f, "{} bytes {:?}..", self.0.len(), &self.0[..8])
+        }
+    }
+}
+
+impl std::fmt::Debug for OwnedOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}(key {:?}", self.kind, Bytes(&self.key))?;
+        if !matches!(self.kind, OpKind::Get | OpKind::Delete) {
+            write!(f, ", arg {:?}", Bytes(&self.arg))?;
+        }
+        if self.kind == OpKind::Cas {
+            write!(f, ", arg2 {:?}", Bytes(&self.arg2))?;
+        }
+        if self.kind as u8 >= OpKind::UpdateS2S as u8 {
+            write!(f, ", func {}, {:?}", self.func, self.elem)?;
+        }
+        if self.no_return {
+            write!(f, ", no_return")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// The limits the model checks, as the engine under test is configured.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub key_len_max: usize,
+    pub value_len_max: usize,
+}
+
 /// What an operation does to the stored value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Eff {
@@ -62,6 +111,7 @@ pub enum Eff {
     Delete,
 }
 
+#[derive(Debug)]
 pub struct Outcome {
     pub status: Status,
     pub reply: Vec<u8>,
@@ -71,8 +121,8 @@ pub struct Outcome {
 type Applied = Result<(Status, Vec<u8>, Eff), OpError>;
 
 /// The outcome of `op` on a key whose value is `cur` (None = missing).
-pub fn apply(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Outcome {
-    match apply_inner(cur, op, value_len_max) {
+pub fn apply(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Outcome {
+    match apply_inner(cur, op, limits) {
         Ok((status, mut reply, eff)) => {
             if op.no_return {
                 reply.clear();
@@ -87,10 +137,17 @@ pub fn apply(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Outcome 
     }
 }
 
-fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Applied {
+fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Applied {
     if op.key.is_empty() {
         return Err(OpError::KeyEmpty);
     }
+    if op.key.len() > limits.key_len_max {
+        return Err(OpError::KeyTooLong {
+            len: op.key.len(),
+            max: limits.key_len_max,
+        });
+    }
+    let value_len_max = limits.value_len_max;
     let value_len = match op.kind {
         OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
         OpKind::Cas => op.arg2.len(),
