@@ -22,7 +22,7 @@ const COLORS: [RGBColor; 3] = [
 /// Registers the charts' font once per process (shared with `bench run`/`compare` charts), or
 /// says what to install.
 pub fn check_font() -> Result<(), String> {
-    crate::chart::ensure_font()
+    crate::report::chart::ensure_font()
 }
 
 fn err(e: impl std::fmt::Display) -> String {

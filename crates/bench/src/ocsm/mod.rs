@@ -24,7 +24,7 @@
 //! messages, as the paper's search benchmark does).
 
 mod chart;
-pub mod gen;
+pub mod generator;
 pub mod server;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -35,7 +35,8 @@ use directkv_proto::ocsm::{decode_response, OcsmLimits, Opcode, Response, Status
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use server::{ServerProc, ServerSpec};
+use crate::server_process;
+use server::ServerSpec;
 
 /// Messages per datagram: the seed's 45 32-byte messages in a 1514-byte frame.
 pub const MSGS_PER_DATAGRAM_DEFAULT: usize = 45;
@@ -182,11 +183,11 @@ pub fn run(a: &OcsmBenchArgs, mut progress: impl FnMut(&str)) -> Result<OcsmRepo
             .map_err(|e| format!("{e} (or pass --no-png); chart {}", png.display()))?;
     }
     if let Some(cpu) = a.client_cpu {
-        if !gen::pin_current_thread(cpu) {
+        if !crate::sys::pin_current_thread(cpu) {
             progress(&format!("warning: cannot pin the generator to CPU {cpu}"));
         }
     }
-    if a.nice != 0 && !gen::set_nice(a.nice) {
+    if a.nice != 0 && !crate::sys::set_nice(a.nice) {
         progress(&format!(
             "warning: cannot set the generator's nice value to {}",
             a.nice
@@ -288,7 +289,7 @@ fn run_path(
     let (proc_, target, pid) = match a.target {
         Some(t) => (None, t, a.server_pid),
         None => {
-            let p = ServerProc::start(&ServerSpec {
+            let p = server::start(&ServerSpec {
                 path: path.to_string(),
                 cpu: a.server_cpu,
                 shards: a.shards,
@@ -296,7 +297,7 @@ fn run_path(
                 burst: a.burst,
                 nice: a.nice,
             })?;
-            let (t, pid) = (p.ocsm, p.pid);
+            let (t, pid) = (p.addr, p.pid());
             (Some(p), t, Some(pid))
         }
     };
@@ -312,9 +313,9 @@ fn run_path(
     let mut lossy_in_a_row = 0;
     let mut limited_in_a_row = 0;
     for (i, &rate) in rates.iter().enumerate() {
-        let cpu0 = pid.map(server::cpu_us).transpose()?;
+        let cpu0 = pid.map(server_process::cpu_us).transpose()?;
         let t0 = std::time::Instant::now();
-        let r = gen::run_step(&gen::Step {
+        let r = generator::run_step(&generator::Step {
             target,
             msgs_per_sec: rate,
             msgs_per_datagram: a.msgs_per_datagram,
@@ -325,7 +326,7 @@ fn run_path(
             seed: a.seed ^ (run as u64) << 32 ^ i as u64,
         })?;
         let wall_us = t0.elapsed().as_micros() as f64;
-        let cpu1 = pid.map(server::cpu_us).transpose()?;
+        let cpu1 = pid.map(server_process::cpu_us).transpose()?;
         let cpu = cpu0.zip(cpu1).map(|(x, y)| y.saturating_sub(x) as f64);
         let step = step_report(&r, cpu, wall_us);
         progress(&format!(
@@ -375,7 +376,7 @@ fn run_path(
     Ok(r)
 }
 
-fn step_report(r: &gen::StepResult, cpu_us: Option<f64>, wall_us: f64) -> StepReport {
+fn step_report(r: &generator::StepResult, cpu_us: Option<f64>, wall_us: f64) -> StepReport {
     let h = &r.latency_us;
     let q = |p: f64| {
         if h.is_empty() {
@@ -433,8 +434,8 @@ fn preload(target: SocketAddr, keys: u64, per: usize) -> Result<(), String> {
     let mut req = Vec::new();
     let ids: Vec<u64> = (0..keys).collect();
     for (seq, chunk) in ids.chunks(per).enumerate() {
-        gen::datagram(seq as u32, Opcode::Insert, chunk, &mut req);
-        let reply = gen::exchange(&sock, &req, PRELOAD_TRIES)?;
+        generator::datagram(seq as u32, Opcode::Insert, chunk, &mut req);
+        let reply = generator::exchange(&sock, &req, PRELOAD_TRIES)?;
         match decode_response(&reply, &OcsmLimits::DEFAULT) {
             Ok(Response::Messages(d)) => {
                 if let Some(m) = d
@@ -570,11 +571,11 @@ mod tests {
     use super::*;
 
     fn step(sent: f64, answered: f64, lat_us: &[u64]) -> StepReport {
-        let mut h = Histogram::<u64>::new_with_bounds(1, gen::LATENCY_US_MAX, 3).unwrap();
+        let mut h = Histogram::<u64>::new_with_bounds(1, generator::LATENCY_US_MAX, 3).unwrap();
         for &l in lat_us {
             h.record(l).unwrap();
         }
-        let r = gen::StepResult {
+        let r = generator::StepResult {
             offered_msgs_per_sec: sent,
             sent_msgs_per_sec: sent,
             datagrams_sent: 100,

@@ -19,7 +19,7 @@ use directkv_engine::{ElemType, Engine, EngineConfig, ExecMode, Op, OpKind, Resu
 use serde::Serialize;
 
 use crate::dist::{Distribution, KeyGen};
-use crate::probe;
+use crate::machine::probe;
 
 /// Pre-generated key indices replayed during measurement.
 const INDEX_POOL_LEN_MAX: usize = 8 << 20;
