@@ -18,6 +18,7 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
     Ok((n * mult as f64) as usize)
 }
 
+/// A key distribution: uniform, zipf[:THETA] or ycsb-zipf[:THETA].
 pub fn parse_dist(s: &str) -> Result<Distribution, String> {
     Distribution::parse(s).ok_or_else(|| format!("unknown distribution {s:?}"))
 }

@@ -271,7 +271,7 @@ fn build_stream(a: &EngineBenchArgs, keys: u64) -> Stream {
 }
 
 /// One timed run; returns operations per second. Never inlined, so that profilers (e.g.
-/// `valgrind --tool=callgrind --toggle-collect='*engine_bench::measure*'`) can single it out.
+/// `valgrind --tool=callgrind --toggle-collect='*engine::run::measure*'`) can single it out.
 #[inline(never)]
 fn measure(e: &mut Engine, a: &EngineBenchArgs, s: &Stream) -> Result<f64, String> {
     let elem = if matches!(a.workload, Workload::AtomicSingle | Workload::AtomicZipf) {

@@ -19,8 +19,9 @@
 //! would show less than it uses. directkv's arena is sized so the data fills `utilization` of
 //! it, as the seeds measure. CPU is `utime + stime` (`/proc/PID/stat`) over the measured run.
 //!
-//! `directkv-native` is a target already; until the native driver is merged, its driver
-//! creation fails with `Unsupported` and compare lists it under `skipped` with that reason.
+//! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
+//! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
+//! and the other targets still run.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use crate::flags::duration_flag;
 #[derive(Args)]
 pub struct CompareFlags {
     #[command(flatten)]
-    w: NetWorkloadFlags,
+    common: NetWorkloadFlags,
     #[arg(long, default_value_t = 1_000_000)]
     keys: u64,
     /// directkv's arena is sized so the data fills this share of it (at least 16 MiB), and the
@@ -37,30 +37,30 @@ pub fn run(f: CompareFlags) -> Result<(), String> {
         directkv_exe: std::env::current_exe()
             .map_err(|e| format!("cannot find this executable to start directkv: {e}"))?,
         targets: f.targets,
-        workload: f.w.workload,
-        dist: f.w.dist,
+        workload: f.common.workload,
+        dist: f.common.dist,
         keys: f.keys,
         shape: DataShape {
-            key_size: f.w.key_size,
-            value_size: f.w.value_size,
+            key_size: f.common.key_size,
+            value_size: f.common.value_size,
         },
-        depth: f.w.depth,
-        connections: f.w.connections,
-        warmup: duration_flag("warmup", f.w.warmup, true)?,
-        measure: duration_flag("seconds", f.w.seconds, false)?,
-        seed: f.w.seed,
+        depth: f.common.depth,
+        connections: f.common.connections,
+        warmup: duration_flag("warmup", f.common.warmup, true)?,
+        measure: duration_flag("seconds", f.common.seconds, false)?,
+        seed: f.common.seed,
         utilization: f.utilization,
-        load_depth: f.w.load_depth,
+        load_depth: f.common.load_depth,
         pin: !f.no_pin,
-        busy_poll: !f.w.no_busy_poll,
+        busy_poll: !f.common.no_busy_poll,
         ceiling: !f.no_ceiling,
     };
-    let bars = progress::Bars::new(!f.w.json);
+    let bars = progress::Bars::new(!f.common.json);
     let r = compare::compare(&args, &bars)?;
-    if let Some(path) = &f.w.png {
+    if let Some(path) = &f.common.png {
         chart::compare_chart(&r, path)?;
     }
-    if f.w.json {
+    if f.common.json {
         println!("{}", serde_json::to_string(&r).expect("serializable"));
     } else {
         print!("{}", report::compare_table(&r));

@@ -3,8 +3,8 @@
 
 use clap::Args;
 use directkv_bench::dist::Distribution;
-use directkv_bench::engine::run::{EngineBenchArgs, Workload};
-use directkv_bench::engine::{run as engine_run, sweep};
+use directkv_bench::engine::run::{self as engine_run, EngineBenchArgs, Workload};
+use directkv_bench::engine::sweep;
 use directkv_engine::ExecMode;
 
 use crate::flags::{parse_bytes, parse_dist};

@@ -15,7 +15,7 @@ pub struct RunFlags {
     #[arg(long)]
     target: String,
     #[command(flatten)]
-    w: NetWorkloadFlags,
+    common: NetWorkloadFlags,
     /// Keys to load (default: fill --utilization of the server's memory, directkv only).
     #[arg(long)]
     keys: Option<u64>,
@@ -39,34 +39,34 @@ pub struct RunFlags {
 pub fn run(f: RunFlags) -> Result<(), String> {
     let args = NetRunArgs {
         target: Target::parse(&f.target)?,
-        workload: f.w.workload,
-        dist: f.w.dist,
+        workload: f.common.workload,
+        dist: f.common.dist,
         keys: f.keys,
         utilization: f.utilization,
         shape: DataShape {
-            key_size: f.w.key_size,
-            value_size: f.w.value_size,
+            key_size: f.common.key_size,
+            value_size: f.common.value_size,
         },
-        depths: f.depth_sweep.unwrap_or_else(|| vec![f.w.depth]),
-        connections: f.w.connections,
-        warmup: duration_flag("warmup", f.w.warmup, true)?,
-        measure: duration_flag("seconds", f.w.seconds, false)?,
+        depths: f.depth_sweep.unwrap_or_else(|| vec![f.common.depth]),
+        connections: f.common.connections,
+        warmup: duration_flag("warmup", f.common.warmup, true)?,
+        measure: duration_flag("seconds", f.common.seconds, false)?,
         rate: f.rate,
-        seed: f.w.seed,
+        seed: f.common.seed,
         skip_load: f.skip_load,
-        load_depth: f.w.load_depth,
-        busy_poll: !f.w.no_busy_poll,
+        load_depth: f.common.load_depth,
+        busy_poll: !f.common.no_busy_poll,
     };
-    let bars = progress::Bars::new(!f.w.json);
+    let bars = progress::Bars::new(!f.common.json);
     let r = net_run::run(&args, &bars)?;
     if let Some(path) = &f.csv {
         std::fs::write(path, report::run_csv(&r))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    if let Some(path) = &f.w.png {
+    if let Some(path) = &f.common.png {
         chart::run_chart(&r, path)?;
     }
-    if f.w.json {
+    if f.common.json {
         println!("{}", serde_json::to_string(&r).expect("serializable"));
     } else {
         print!("{}", report::run_table(&r));
