@@ -265,11 +265,14 @@ impl ServerProcess {
                 return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
+                // Its log says why; without one, a taken port is the usual reason.
+                let why = match &self.log {
+                    Some(_) => self.log_tail(),
+                    None => format!("; is port {} taken?", self.addr.port()),
+                };
                 return Err(format!(
-                    "{} exited during start-up ({status}); is port {} taken?{}",
-                    self.name,
-                    self.addr.port(),
-                    self.log_tail()
+                    "{} exited during start-up ({status}){why}",
+                    self.name
                 ));
             }
             if Instant::now() >= deadline {
@@ -430,6 +433,57 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         assert!(cpu_seconds(pid).unwrap() > before);
+    }
+
+    fn sh(name: &str, script: &str) -> Launch {
+        Launch {
+            name: name.to_string(),
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), script.into()],
+            cpu: None,
+            nice: 0,
+        }
+    }
+
+    #[test]
+    fn a_server_that_exits_during_start_up_is_reported_with_its_log() {
+        let log = std::env::temp_dir().join(format!("directkv-sp-test-{}.log", std::process::id()));
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut p = ServerProcess::spawn(
+            &sh("failing", "echo cannot bind >&2; exit 3"),
+            addr,
+            Stderr::Log(log.clone()),
+        )
+        .unwrap();
+        let err = p.wait_until("answer", |_| false).unwrap_err();
+        assert!(err.starts_with("failing exited during start-up"), "{err}");
+        assert!(err.contains("cannot bind"), "{err}");
+        drop(p);
+        let _ = std::fs::remove_file(log);
+    }
+
+    #[test]
+    fn a_running_server_is_stopped_by_pid_when_dropped() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut p =
+            ServerProcess::spawn(&sh("sleeper", "exec sleep 30"), addr, Stderr::Discard).unwrap();
+        let mut polls = 0;
+        p.wait_until("start", |_| {
+            polls += 1;
+            polls > 2
+        })
+        .unwrap();
+        let pid = p.pid();
+        let stopped = Instant::now();
+        drop(p);
+        assert!(
+            stopped.elapsed() < STOP_GRACE,
+            "SIGTERM should end sleep at once"
+        );
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "child {pid} reaped"
+        );
     }
 
     #[test]
