@@ -10,7 +10,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{median_run, OcsmReport};
+use super::report::{median_run, OcsmReport};
 
 const SIZE_PX: (u32, u32) = (1400, 560);
 const COLORS: [RGBColor; 3] = [

@@ -89,7 +89,7 @@ pub fn run(f: OcsmFlags) -> Result<(), String> {
     if f.json {
         println!("{}", serde_json::to_string(&r).expect("serializable"));
     } else {
-        print!("{}", ocsm::text(&r));
+        print!("{}", ocsm::report::text(&r));
     }
     Ok(())
 }
