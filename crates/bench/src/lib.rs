@@ -19,6 +19,9 @@
 //! crate. Non-goals: the command line itself (flags, help text, output format of each
 //! subcommand), which lives in `crates/cli`.
 
+// Every unsafe block says why it is sound (issue 18; the workspace lint will cover this too).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod dist;
 pub mod engine;
 pub mod machine;
