@@ -1,8 +1,8 @@
 //! The native driver against a real in-process server: a load phase, then every operation
 //! kind, counted as the runner will count them.
 
-use directkv_bench::driver::native::NativeDriver;
-use directkv_bench::driver::{
+use directkv_bench::net::driver::native::NativeDriver;
+use directkv_bench::net::driver::{
     write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, DriverError,
 };
 use directkv_server::{Server, ServerConfig};

@@ -7,9 +7,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use directkv_bench::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
-use directkv_bench::servers::{find_program, ServerProcess};
-use directkv_bench::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
+use directkv_bench::net::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
+use directkv_bench::net::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
+use directkv_bench::server_process::{find_program, ServerProcess};
 
 struct Counting;
 

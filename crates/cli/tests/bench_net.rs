@@ -1,7 +1,7 @@
 //! The network benchmark against real servers: the RESP driver on `directkv serve` and on
 //! redis-server, the memcached driver on memcached, open-loop queueing, and the `bench run` /
 //! `bench compare` commands end to end. Servers are started on ephemeral ports by
-//! `directkv_bench::servers` and stopped by PID when their guard drops. redis-server and
+//! `directkv_bench::server_process` and stopped by PID when their guard drops. redis-server and
 //! memcached come from scripts/test.sh; a test skips, loudly, only when one is not installed.
 
 use std::path::Path;
@@ -9,16 +9,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use directkv_bench::dist::Distribution;
-use directkv_bench::driver::memcache::MemcacheDriver;
-use directkv_bench::driver::resp::RespDriver;
-use directkv_bench::driver::{
+use directkv_bench::net::driver::memcache::MemcacheDriver;
+use directkv_bench::net::driver::resp::RespDriver;
+use directkv_bench::net::driver::{
     write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, DriverError,
     Target,
 };
+use directkv_bench::net::runner::{self, NoProgress, Pacing, RunConfig};
+use directkv_bench::net::workload::{vector_elem, ValueFormat, WorkloadKind, WorkloadSpec};
 use directkv_bench::report::RunResult;
-use directkv_bench::runner::{self, NoProgress, Pacing, RunConfig};
-use directkv_bench::servers::{find_program, ServerProcess};
-use directkv_bench::workload::{vector_elem, ValueFormat, WorkloadKind, WorkloadSpec};
+use directkv_bench::server_process::{find_program, ServerProcess};
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -522,7 +522,8 @@ fn bench_compare_end_to_end() {
     }
     // The loopback ceiling ran after the targets with native GET batches of depth 64.
     let ceiling = &v["loopback_ceiling"];
-    let (request, response) = directkv_bench::loopback::native_batch_bytes(64, 8, 8).unwrap();
+    let (request, response) =
+        directkv_bench::machine::loopback::native_batch_bytes(64, 8, 8).unwrap();
     assert_eq!(ceiling["echo"]["request_bytes"], request, "{ceiling}");
     assert_eq!(ceiling["echo"]["response_bytes"], response, "{ceiling}");
     assert_eq!(ceiling["echo"]["connections"], 1, "{ceiling}");
@@ -603,7 +604,8 @@ fn bench_loopback_reports_the_echo_pair() {
         "--json",
     ]);
     let v = json_of(&out);
-    let (request, response) = directkv_bench::loopback::native_batch_bytes(16, 8, 8).unwrap();
+    let (request, response) =
+        directkv_bench::machine::loopback::native_batch_bytes(16, 8, 8).unwrap();
     assert_eq!(v["echo"]["request_bytes"], request, "{v}");
     assert_eq!(v["echo"]["response_bytes"], response, "{v}");
     assert_eq!(v["echo"]["connections"], 2, "{v}");

@@ -1,63 +1,20 @@
 //! Real Redis clients against a real `directkv serve` process: redis-cli, redis-benchmark and
 //! redis-py (installed by `scripts/test.sh`). The server is stopped by process id at the end.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
-struct Served {
-    child: Child,
-    port: u16,
-}
+use directkv_bench::server_process::ServerProcess;
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) with the pid of our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `directkv serve` on an ephemeral port and learns the port from its start-up line, so
-/// parallel tests never race for a port.
-fn serve() -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_directkv"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--shards",
-            "2",
-            "--memory",
-            "64M",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("directkv serve starts");
-    let mut line = String::new();
-    let mut err = BufReader::new(child.stderr.take().expect("piped stderr"));
-    err.read_line(&mut line).expect("start-up line");
-    // Keep draining the server's log so it never writes to a closed or full pipe.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let at = line
-        .find("127.0.0.1:")
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        + "127.0.0.1:".len();
-    let port: u16 = line[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Served { child, port }
+/// Starts `directkv serve` with two shards on an ephemeral port, learned from its start-up line
+/// so that parallel tests never race for a port; stopped by process id when dropped.
+fn serve() -> ServerProcess {
+    ServerProcess::directkv_serve(
+        Path::new(env!("CARGO_BIN_EXE_directkv")),
+        &["--shards", "2", "--memory", "64M"],
+        None,
+    )
+    .expect("directkv serve starts")
 }
 
 fn tool(name: &str) -> Command {
@@ -76,7 +33,7 @@ fn tool(name: &str) -> Command {
 #[test]
 fn redis_cli_works() {
     let s = serve();
-    let p = s.port.to_string();
+    let p = s.addr.port().to_string();
     let run = |args: &[&str]| {
         let out = tool("redis-cli")
             .args(["-p", &p])
@@ -104,7 +61,7 @@ fn redis_benchmark_runs_without_warnings() {
             "120",
             "redis-benchmark",
             "-p",
-            &s.port.to_string(),
+            &s.addr.port().to_string(),
             "-t",
             "ping,set,get,incr,mset",
             "-P",
@@ -129,7 +86,7 @@ fn redis_py_works() {
     let s = serve();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_check.py");
     let out = tool("python3")
-        .args([script, &s.port.to_string()])
+        .args([script, &s.addr.port().to_string()])
         .output()
         .unwrap();
     assert!(

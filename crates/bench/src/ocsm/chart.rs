@@ -10,7 +10,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{median_run, OcsmReport};
+use super::report::{median_run, OcsmReport};
 
 const SIZE_PX: (u32, u32) = (1400, 560);
 const COLORS: [RGBColor; 3] = [
@@ -22,7 +22,7 @@ const COLORS: [RGBColor; 3] = [
 /// Registers the charts' font once per process (shared with `bench run`/`compare` charts), or
 /// says what to install.
 pub fn check_font() -> Result<(), String> {
-    crate::chart::ensure_font()
+    crate::report::chart::ensure_font()
 }
 
 fn err(e: impl std::fmt::Display) -> String {

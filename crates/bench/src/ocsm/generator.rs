@@ -387,22 +387,6 @@ impl Recv {
     }
 }
 
-/// Pins the calling thread to `cpu` (best effort; false if the kernel refused).
-pub fn pin_current_thread(cpu: usize) -> bool {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads the given set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
-/// Sets the calling thread's nice value; false if the kernel refused.
-pub fn set_nice(nice: i32) -> bool {
-    // SAFETY: setpriority has no memory effects; who = 0 is the calling thread.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
-}
-
 /// Sends `req` and waits for one reply, retrying on loss; returns the reply.
 pub fn exchange(sock: &UdpSocket, req: &[u8], tries: usize) -> Result<Vec<u8>, String> {
     sock.set_read_timeout(Some(Duration::from_millis(200)))

@@ -36,7 +36,7 @@ use directkv_proto::native::{
 };
 use serde::Serialize;
 
-use crate::ocsm::gen::pin_current_thread;
+use crate::sys::pin_current_thread;
 
 /// Connections one echo pair may use (each end keeps a buffer per connection).
 pub const CONNECTIONS_MAX: usize = 1024;

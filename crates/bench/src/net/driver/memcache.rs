@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, DriverError};
-use crate::workload::ValueFormat;
+use crate::net::workload::ValueFormat;
 
 /// memcached's longest key, bytes.
 pub const MEMCACHE_KEY_LEN_MAX: usize = 250;

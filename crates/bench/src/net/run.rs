@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::dist::Distribution;
-use crate::driver::{resp::RespDriver, DataShape, Driver, DriverError, Target};
+use crate::net::driver::{resp::RespDriver, DataShape, Driver, DriverError, Target};
+use crate::net::runner::{self, Pacing, Progress, RunConfig};
+use crate::net::workload::{keys_for_utilization, ValueFormat, WorkloadKind, WorkloadSpec};
 use crate::report::{LoadSummary, RunReport, RunResult};
-use crate::runner::{self, Pacing, Progress, RunConfig};
-use crate::workload::{keys_for_utilization, ValueFormat, WorkloadKind, WorkloadSpec};
 
 /// Operations per batch in the load phase when not given.
 pub const LOAD_DEPTH_DEFAULT: usize = 256;

@@ -1,15 +1,23 @@
-//! Reports of network benchmark runs: the serde structures `--json` prints, the terminal tables
-//! and the CSV rows. Pure functions of the measured numbers; charts live in `chart.rs`.
+//! Reports of network benchmark runs (`bench run`, `bench compare`): the serde structures
+//! `--json` prints, the terminal tables and the CSV rows, here; PNG charts in `chart.rs`; the
+//! progress bar shown while a run is measured in `progress.rs`.
+//!
+//! Goals: pure functions of the measured numbers, so every format is testable without a
+//! server. Non-goals: measuring anything; the OCSM benchmark's report (`ocsm/`), which has its
+//! own shape.
 //!
 //! Units are in the field names: `_us` microseconds, `_per_sec` per second, `_bytes` bytes.
 //! Latencies are per operation (each operation of a batch gets the batch's latency).
+
+pub mod chart;
+pub mod progress;
 
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::runner::{Pacing, RunConfig, RunStats};
+use crate::net::runner::{Pacing, RunConfig, RunStats};
 
 /// The percentiles every report gives, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -151,7 +159,7 @@ pub struct CompareReport {
 pub struct Ceiling {
     /// Round trips per second times the depth.
     pub ops_per_sec: f64,
-    pub echo: crate::loopback::EchoResult,
+    pub echo: crate::machine::loopback::EchoResult,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -323,7 +331,7 @@ pub fn compare_table(r: &CompareReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::new_histogram;
+    use crate::net::runner::new_histogram;
 
     #[test]
     fn percentiles_come_from_the_histogram_in_microseconds() {

@@ -183,6 +183,7 @@ pub fn overlap(bytes: usize, works: &[u32], seconds: f64) -> Vec<Overlap> {
             for _ in 0..3 {
                 // SAFETY: the mapping is readable for `lines` whole lines and outlives the calls.
                 alone = alone.min(unsafe { overlap_loop(mapping.ptr, lines, work, false, each) });
+                // SAFETY: as above.
                 with = with.min(unsafe { overlap_loop(mapping.ptr, lines, work, true, each) });
             }
             Overlap {
@@ -213,10 +214,12 @@ unsafe fn overlap_loop(base: *const u8, lines: usize, work: u32, line: bool, d: 
             let slot = i % OVERLAP_AHEAD;
             if line {
                 let ahead = rng.below(lines) * LINE_BYTES;
-                // SAFETY: `ring[slot]` and `ahead` are below `lines * LINE_BYTES`, inside the
-                // region; prefetch only hints.
                 let now = ring[slot];
+                // SAFETY: `ahead` is below `lines * LINE_BYTES`, inside the region the caller
+                // vouches for; prefetch only hints.
                 prefetch(unsafe { base.add(ahead) });
+                // SAFETY: `ring[slot]` was drawn below `lines * LINE_BYTES`, so the byte read lies
+                // inside the readable region.
                 sum = sum.wrapping_add(unsafe { base.add(now).read() } as u64);
                 ring[slot] = ahead;
             }

@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, DriverError};
-use crate::workload::{vector_elem, ValueFormat};
+use crate::net::workload::{vector_elem, ValueFormat};
 
 /// Bytes read from the socket per read call when more replies are needed.
 const READ_CHUNK_BYTES: usize = 64 << 10;

@@ -23,7 +23,7 @@
 use directkv_client::{func, Client, ClientConfig, ClientError, ElemCode, Replies, Reply};
 
 use super::{write_key, write_value, BatchOutcome, BenchOp, BenchOpKind, DataShape, DriverError};
-use crate::workload::{vector_elem, ValueFormat};
+use crate::net::workload::{vector_elem, ValueFormat};
 
 /// Client name the driver announces in HELLO.
 const CLIENT_NAME: &str = "directkv-bench";

@@ -19,20 +19,21 @@
 //! would show less than it uses. directkv's arena is sized so the data fills `utilization` of
 //! it, as the seeds measure. CPU is `utime + stime` (`/proc/PID/stat`) over the measured run.
 //!
-//! `directkv-native` is a target already; until the native driver is merged, its driver
-//! creation fails with `Unsupported` and compare lists it under `skipped` with that reason.
+//! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
+//! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
+//! and the other targets still run.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::dist::Distribution;
-use crate::driver::{DataShape, DriverError, Target};
-use crate::loopback::{self, EchoConfig};
-use crate::netbench::{self, ProgressFactory};
+use crate::machine::loopback::{self, EchoConfig};
+use crate::net::driver::{DataShape, DriverError, Target};
+use crate::net::run::{self, ProgressFactory};
+use crate::net::runner::{self, Pacing, RunConfig};
+use crate::net::workload::{WorkloadKind, WorkloadSpec};
 use crate::report::{Ceiling, CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
-use crate::runner::{self, Pacing, RunConfig};
-use crate::servers::ServerProcess;
-use crate::workload::{WorkloadKind, WorkloadSpec};
+use crate::server_process::ServerProcess;
 
 /// The CPU the load generator runs on; servers get `SERVER_CPU`.
 pub const LOAD_CPU: usize = 0;
@@ -150,7 +151,7 @@ pub fn compare(
     let pinned = args.pin && pin_self(LOAD_CPU);
     let server_cpu = pinned.then_some(SERVER_CPU);
     // The runtime is built after pinning so that its threads inherit the load core.
-    let rt = netbench::runtime()?;
+    let rt = run::runtime()?;
     let spec = WorkloadSpec {
         kind: args.workload,
         dist: args.dist,
@@ -174,7 +175,7 @@ pub fn compare(
             TargetKind::DirectkvResp | TargetKind::Redis => Target::Resp(server.addr),
             TargetKind::Memcached => Target::Memcache(server.addr),
         };
-        let connected = rt.block_on(netbench::connect_all(
+        let connected = rt.block_on(run::connect_all(
             target,
             args.connections,
             args.shape,
@@ -193,8 +194,7 @@ pub fn compare(
         };
         let rss_before = server.rss_bytes()?;
         let shown = progress.loading(args.keys);
-        let load: LoadSummary =
-            rt.block_on(netbench::load(&mut drivers, &spec, args.load_depth))?;
+        let load: LoadSummary = rt.block_on(run::load(&mut drivers, &spec, args.load_depth))?;
         drop(shown);
         progress.finish();
         let rss_after = server.rss_bytes()?;
@@ -331,5 +331,5 @@ fn version(kind: TargetKind) -> String {
 /// has fewer than two CPUs or the call fails, in which case nothing is pinned.
 fn pin_self(cpu: usize) -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cpus >= 2 && cpu < cpus && crate::ocsm::gen::pin_current_thread(cpu)
+    cpus >= 2 && cpu < cpus && crate::sys::pin_current_thread(cpu)
 }

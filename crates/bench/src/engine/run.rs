@@ -19,7 +19,7 @@ use directkv_engine::{ElemType, Engine, EngineConfig, ExecMode, Op, OpKind, Resu
 use serde::Serialize;
 
 use crate::dist::{Distribution, KeyGen};
-use crate::probe;
+use crate::machine::probe;
 
 /// Pre-generated key indices replayed during measurement.
 const INDEX_POOL_LEN_MAX: usize = 8 << 20;
@@ -271,7 +271,7 @@ fn build_stream(a: &EngineBenchArgs, keys: u64) -> Stream {
 }
 
 /// One timed run; returns operations per second. Never inlined, so that profilers (e.g.
-/// `valgrind --tool=callgrind --toggle-collect='*engine_bench::measure*'`) can single it out.
+/// `valgrind --tool=callgrind --toggle-collect='*engine::run::measure*'`) can single it out.
 #[inline(never)]
 fn measure(e: &mut Engine, a: &EngineBenchArgs, s: &Stream) -> Result<f64, String> {
     let elem = if matches!(a.workload, Workload::AtomicSingle | Workload::AtomicZipf) {

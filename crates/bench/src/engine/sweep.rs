@@ -6,7 +6,7 @@ use directkv_engine::{tune, Engine, EngineConfig, Op, OpKind, Results};
 use serde::Serialize;
 
 use crate::dist::{Distribution, KeyGen};
-use crate::engine_bench::{key_bytes, load};
+use crate::engine::run::{key_bytes, load};
 
 /// Operations measured at each utilization point.
 const SWEEP_OPS: usize = 1 << 20;

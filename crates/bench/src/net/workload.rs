@@ -29,7 +29,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::dist::{Distribution, KeyGen};
-use crate::driver::{BenchOp, BenchOpKind, DataShape};
+use crate::net::driver::{BenchOp, BenchOpKind, DataShape};
 
 /// The width of one vector element, bytes: vector workloads run on u32 elements.
 pub const VECTOR_ELEM_BYTES: usize = 4;

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::driver::{BatchOutcome, BenchOp, Driver, DriverError};
-use crate::workload::{LoadStream, OpStream, WorkloadSpec};
+use crate::net::driver::{BatchOutcome, BenchOp, Driver, DriverError};
+use crate::net::workload::{LoadStream, OpStream, WorkloadSpec};
 
 /// Largest latency the histogram holds, ns (an hour); longer ones are clamped to it.
 pub const LATENCY_NS_MAX: u64 = 3_600 * 1_000_000_000;
@@ -235,7 +235,7 @@ pub async fn run(
         "one driver per connection"
     );
     // Key ids are drawn before the clock starts (see `OpStream`).
-    let pool = crate::workload::key_pool_len(config.connections);
+    let pool = crate::net::workload::key_pool_len(config.connections);
     let streams: Vec<OpStream> = (0..config.connections)
         .map(|i| OpStream::with_pool(spec, i as u64, pool))
         .collect();

@@ -29,7 +29,7 @@ pub mod resp;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::workload::ValueFormat;
+use crate::net::workload::ValueFormat;
 
 /// Why a driver could not connect or run a batch. Shared by every driver, so the runner reports
 /// failures the same way whatever the target; per-operation failures are not errors but

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::netbench::ProgressFactory;
-use crate::runner::Progress;
+use crate::net::run::ProgressFactory;
+use crate::net::runner::Progress;
 
 /// Redraws per second at most.
 const REFRESH_PER_SEC: u8 = 10;

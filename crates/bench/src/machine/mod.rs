@@ -1,0 +1,17 @@
+//! What the machine gives, measured without a store: the ceilings every directkv figure is
+//! judged against.
+//!
+//! ```text
+//!   probe.rs     memory: random 64-byte line reads per second over a region, and how much of a
+//!                line's latency computation can hide (`bench probe`; `bench engine` runs it too)
+//!   loopback.rs  network: round trips per second of an echo pair over loopback TCP with
+//!                directkv-native batch sizes and no work (`bench loopback`; `bench compare`
+//!                runs it as its ceiling)
+//! ```
+//!
+//! Goals: measure each ceiling in the same session and with the same shape (region size,
+//! connections, message bytes) as the run it bounds. Non-goals: any key-value work; latency of
+//! a single access or message.
+
+pub mod loopback;
+pub mod probe;

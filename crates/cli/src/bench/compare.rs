@@ -1,0 +1,69 @@
+//! `directkv bench compare`: directkv, redis-server and memcached started here one at a time,
+//! the same workload against each; a table or JSON, and optionally a PNG chart.
+
+use clap::Args;
+use directkv_bench::net::compare::{self, CompareArgs, TargetKind};
+use directkv_bench::net::driver::DataShape;
+use directkv_bench::report::{self, chart, progress};
+
+use super::NetWorkloadFlags;
+use crate::flags::duration_flag;
+
+#[derive(Args)]
+pub struct CompareFlags {
+    #[command(flatten)]
+    common: NetWorkloadFlags,
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// directkv's arena is sized so the data fills this share of it (at least 16 MiB), and the
+    /// engine is tuned for it. 0.6: 8 + 8-byte pairs take about 1.5 memory accesses per GET
+    /// there (1.2 at 0.5), and over the network the server's cost per operation is the same.
+    #[arg(long, default_value_t = 0.6)]
+    utilization: f64,
+    /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached.
+    #[arg(long, value_delimiter = ',', default_value = "directkv-native,directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
+    targets: Vec<TargetKind>,
+    /// Do not pin servers and the load generator to separate cores.
+    #[arg(long)]
+    no_pin: bool,
+    /// Skip the loopback ceiling (an echo pair with the same connections and native batch
+    /// bytes, no work, run for --seconds after the targets).
+    #[arg(long)]
+    no_ceiling: bool,
+}
+
+pub fn run(f: CompareFlags) -> Result<(), String> {
+    let args = CompareArgs {
+        directkv_exe: std::env::current_exe()
+            .map_err(|e| format!("cannot find this executable to start directkv: {e}"))?,
+        targets: f.targets,
+        workload: f.common.workload,
+        dist: f.common.dist,
+        keys: f.keys,
+        shape: DataShape {
+            key_size: f.common.key_size,
+            value_size: f.common.value_size,
+        },
+        depth: f.common.depth,
+        connections: f.common.connections,
+        warmup: duration_flag("warmup", f.common.warmup, true)?,
+        measure: duration_flag("seconds", f.common.seconds, false)?,
+        seed: f.common.seed,
+        utilization: f.utilization,
+        load_depth: f.common.load_depth,
+        pin: !f.no_pin,
+        busy_poll: !f.common.no_busy_poll,
+        ceiling: !f.no_ceiling,
+    };
+    let bars = progress::Bars::new(!f.common.json);
+    let r = compare::compare(&args, &bars)?;
+    if let Some(path) = &f.common.png {
+        chart::compare_chart(&r, path)?;
+    }
+    if f.common.json {
+        println!("{}", serde_json::to_string(&r).expect("serializable"));
+    } else {
+        print!("{}", report::compare_table(&r));
+    }
+    Ok(())
+}

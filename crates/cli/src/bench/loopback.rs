@@ -1,0 +1,74 @@
+//! `directkv bench loopback`: the network alone, an echo pair over loopback TCP exchanging
+//! directkv-native batch bytes with no work; prints one line or one JSON object.
+
+use clap::Args;
+use directkv_bench::machine::loopback;
+
+use crate::flags::duration_flag;
+
+#[derive(Args)]
+pub struct LoopbackFlags {
+    /// Connections, each with one batch in flight.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Operations per batch: requests and responses are the bytes of directkv's native
+    /// frames for this many GETs.
+    #[arg(long, default_value_t = 64)]
+    depth: usize,
+    #[arg(long, default_value_t = 8)]
+    key_size: usize,
+    #[arg(long, default_value_t = 8)]
+    value_size: usize,
+    /// Request bytes instead of the native GET batch's.
+    #[arg(long)]
+    request_bytes: Option<usize>,
+    /// Response bytes instead of the native GET batch's.
+    #[arg(long)]
+    response_bytes: Option<usize>,
+    /// Seconds measured (after a 0.2 s warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Both ends sleep in epoll instead of polling it.
+    #[arg(long)]
+    no_busy_poll: bool,
+    /// Do not pin the two ends to cores 0 and 1.
+    #[arg(long)]
+    no_pin: bool,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(f: LoopbackFlags) -> Result<(), String> {
+    let (request, response) = loopback::native_batch_bytes(f.depth, f.key_size, f.value_size)?;
+    let two_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let r = loopback::echo(&loopback::EchoConfig {
+        connections: f.connections,
+        request_bytes: f.request_bytes.unwrap_or(request),
+        response_bytes: f.response_bytes.unwrap_or(response),
+        measure: duration_flag("seconds", f.seconds, false)?,
+        busy_poll: !f.no_busy_poll,
+        cpus: (!f.no_pin && two_cores).then_some((0, 1)),
+    })?;
+    let ops = r.ops_per_sec(f.depth);
+    if f.json {
+        let j = serde_json::json!({
+            "depth": f.depth,
+            "ops_per_sec": ops,
+            "echo": r,
+        });
+        println!("{j}");
+    } else {
+        println!(
+            "{} connections, {}-byte requests, {}-byte responses{}: {:.0} round trips/s = {:.0} ops/s at depth {}",
+            r.connections,
+            r.request_bytes,
+            r.response_bytes,
+            if r.busy_poll { ", busy polling" } else { "" },
+            r.round_trips_per_sec,
+            ops,
+            f.depth
+        );
+    }
+    Ok(())
+}

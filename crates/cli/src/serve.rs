@@ -1,0 +1,134 @@
+//! `directkv serve`: the server's flags, laid over the configuration file (if any) and the
+//! defaults, then the server run until Ctrl-C or SIGTERM.
+
+use std::io::Write;
+
+use clap::Args;
+
+use crate::flags::parse_bytes;
+
+#[derive(Args)]
+pub struct ServeFlags {
+    /// A TOML file with any server setting (flags override it).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Address to bind; anything but loopback requires --requirepass.
+    #[arg(long)]
+    bind: Option<String>,
+    #[arg(long)]
+    port: Option<u16>,
+    /// Port of the Prometheus metrics endpoint (0 = any free port).
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Shard threads (default: one per core).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Total arena memory, split over the shards, e.g. 1G.
+    #[arg(long, value_parser = parse_bytes)]
+    memory: Option<usize>,
+    /// Expected key + value bytes, for the engine's choice of hash index ratio and inline
+    /// threshold (default 32).
+    #[arg(long)]
+    kv_size: Option<usize>,
+    /// Memory utilization the engine is tuned for (default 0.5, as the seeds measure).
+    #[arg(long)]
+    utilization: Option<f64>,
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// OCSM UDP port (0 = any free port).
+    #[arg(long)]
+    ocsm_port: Option<u16>,
+    /// Do not serve OCSM.
+    #[arg(long, conflicts_with = "ocsm_port")]
+    no_ocsm: bool,
+    /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts on
+    /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
+    #[arg(long, value_parser = parse_ocsm_path)]
+    ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
+    /// Microseconds a shard keeps polling its sockets without sleeping after a request
+    /// (0 = block in epoll at once; default 100).
+    #[arg(long)]
+    busy_poll_us: Option<u64>,
+}
+
+fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
+    directkv_server::ocsm::OcsmPath::parse(s)
+        .ok_or_else(|| format!("unknown OCSM path {s:?} (plain | batched | batched-shard)"))
+}
+
+pub fn run(f: ServeFlags) -> Result<(), String> {
+    // Structured logs on stderr; RUST_LOG=debug (or directkv_server=debug) shows connections.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let mut cfg = match &f.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            directkv_server::ServerConfig::from_toml(&text)?
+        }
+        None => directkv_server::ServerConfig::default(),
+    };
+    if let Some(b) = f.bind {
+        cfg.bind = b;
+    }
+    if let Some(p) = f.port {
+        cfg.port = p;
+    }
+    if f.metrics_port.is_some() {
+        cfg.metrics_port = f.metrics_port;
+    }
+    if let Some(s) = f.shards {
+        cfg.shards = s;
+    }
+    if let Some(m) = f.memory {
+        cfg.memory_bytes = m;
+    }
+    if let Some(k) = f.kv_size {
+        if k == 0 {
+            return Err("--kv-size must be at least 1".into());
+        }
+        cfg.expected_kv_bytes = k;
+    }
+    if let Some(u) = f.utilization {
+        if !(u > 0.0 && u < 1.0) {
+            return Err(format!("--utilization must be in (0, 1), got {u}"));
+        }
+        cfg.target_utilization = u;
+    }
+    if f.requirepass.is_some() {
+        cfg.requirepass = f.requirepass;
+    }
+    if f.ocsm_port.is_some() {
+        cfg.ocsm_port = f.ocsm_port;
+    }
+    if f.no_ocsm {
+        cfg.ocsm_port = None;
+    }
+    if let Some(p) = f.ocsm_path {
+        cfg.ocsm_path = p;
+    }
+    if let Some(us) = f.busy_poll_us {
+        cfg.busy_poll_us = us;
+    }
+    let server = directkv_server::Server::start(cfg.clone())?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "directkv {} serving RESP and native on {} (metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
+        env!("CARGO_PKG_VERSION"),
+        server.addr(),
+        server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
+        server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
+        cfg.ocsm_path.name(),
+        cfg.shard_count(),
+        cfg.memory_bytes
+    );
+    server.run_until_signal();
+    // A closed stderr (the parent went away) must not turn a clean stop into a panic.
+    let _ = writeln!(std::io::stderr(), "directkv stopped");
+    Ok(())
+}
