@@ -4,44 +4,13 @@
 //! runs on this test's thread (current-thread runtime). The RESP driver is not held to this:
 //! the proto crate's `parse_reply` builds an owned `Reply` for every reply.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use directkv_bench::net::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
 use directkv_bench::net::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
 use directkv_bench::server_process::{find_program, ServerProcess};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
-// const-initialised thread-local, which does not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use directkv_testkit::alloc::{Counting, CountingAllocator};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[test]
 fn memcache_driver_batches_do_not_allocate_in_steady_state() {
@@ -84,12 +53,12 @@ fn memcache_driver_batches_do_not_allocate_in_steady_state() {
             stream.fill(&mut ops, 64);
             driver.execute(&ops, &mut out).await.unwrap();
         }
-        let before = allocations();
+        let counting = Counting::start();
         for _ in 0..200 {
             stream.fill(&mut ops, 64);
             driver.execute(&ops, &mut out).await.unwrap();
         }
-        let during = allocations() - before;
+        let during = counting.stop().allocations;
         assert_eq!(out.failed, 0);
         assert_eq!(out.missed, 0);
         assert_eq!(
