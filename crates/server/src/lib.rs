@@ -16,18 +16,14 @@
 //! client reaches every shard without a cross-thread hop. OCSM (seed 004) is served over UDP on
 //! its own port by `ocsm.rs`. Prometheus metrics are served over HTTP (`metrics.rs`).
 
-pub mod batch;
-pub mod busy_poll;
-pub mod cmd;
+mod accept;
+mod admin;
 pub mod config;
-pub mod conn;
-pub mod info;
-pub mod metrics;
-pub mod native_conn;
+mod native;
 pub mod ocsm;
-pub mod plan;
-pub mod shard;
-pub mod udp;
+mod resp;
+mod shard;
+mod stats;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -37,7 +33,9 @@ use directkv_engine::Engine;
 use tokio::sync::{mpsc, watch};
 
 pub use config::ServerConfig;
-use shard::{ServerStats, ShardSpawn};
+pub use ocsm::{OcsmPath, OcsmStats};
+use shard::{ShardSpawn, ShardTask};
+use stats::ServerStats;
 
 /// A running server; `stop` shuts it down and waits for its threads.
 pub struct Server {
@@ -78,14 +76,15 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
+        // Services that live on a shard's thread, per shard.
+        let mut tasks: Vec<Vec<ShardTask>> = (0..shards).map(|_| Vec::new()).collect();
         // OCSM: the plain and batched paths have a thread of their own; batched-shard runs
         // inside shard 0.
         let mut ocsm_addr = None;
-        let mut ocsm_spawn = None;
         if let Some(port) = cfg.ocsm_port_effective() {
             let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
             ocsm_addr = Some(a);
-            ocsm_spawn = Some(ocsm::OcsmSpawn {
+            let spawn = ocsm::OcsmSpawn {
                 sock,
                 peers: peers.clone(),
                 path: cfg.ocsm_path,
@@ -95,17 +94,18 @@ impl Server {
                 burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
-            });
+            };
+            match ocsm::spawn(spawn)? {
+                ocsm::Placement::Thread(t) => threads.push(t),
+                ocsm::Placement::Shard0(task) => tasks[0].push(task),
+            }
         }
-        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::BatchedShard) {
-            let t = std::thread::Builder::new()
-                .name("ocsm".into())
-                .spawn(move || ocsm::serve_thread(spawn))
-                .map_err(|e| e.to_string())?;
-            threads.push(t);
-        }
-        for (id, ((engine, jobs), crx)) in
-            engines.into_iter().zip(job_rxs).zip(conn_rxs).enumerate()
+        for (id, (((engine, jobs), crx), tasks)) in engines
+            .into_iter()
+            .zip(job_rxs)
+            .zip(conn_rxs)
+            .zip(tasks)
+            .enumerate()
         {
             let spawn = ShardSpawn {
                 id,
@@ -118,7 +118,7 @@ impl Server {
                 cfg: cfg.clone(),
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
-                ocsm: if id == 0 { ocsm_spawn.take() } else { None },
+                tasks,
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -137,7 +137,7 @@ impl Server {
             let (peers, stop) = (peers.clone(), stop_rx.clone());
             let t = std::thread::Builder::new()
                 .name("udp".into())
-                .spawn(move || udp::serve(udp, peers, limits, stop))
+                .spawn(move || native::udp::serve(udp, peers, limits, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
@@ -149,29 +149,11 @@ impl Server {
             let (peers, stats, stop) = (peers.clone(), stats.clone(), stop_rx.clone());
             let t = std::thread::Builder::new()
                 .name("metrics".into())
-                .spawn(move || metrics::serve(l, peers, stats, stop))
+                .spawn(move || admin::metrics::serve(l, peers, stats, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
-        let stop = stop_rx.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || {
-                let mut next = 0usize;
-                for conn in listener.incoming() {
-                    if *stop.borrow() {
-                        break;
-                    }
-                    if let Ok(c) = conn {
-                        let incoming = shard::Incoming {
-                            stream: c,
-                            authenticated: false,
-                        };
-                        let _ = conn_txs[next % conn_txs.len()].send(incoming);
-                        next += 1;
-                    }
-                }
-            })
+        let acceptor = accept::spawn_acceptor(listener, conn_txs, stop_rx.clone())
             .map_err(|e| e.to_string())?;
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
         Ok(Server {
@@ -200,7 +182,7 @@ impl Server {
     }
 
     /// OCSM counters (datagrams, messages, refused datagrams, bursts).
-    pub fn ocsm_stats(&self) -> &ocsm::OcsmStats {
+    pub fn ocsm_stats(&self) -> &OcsmStats {
         &self.stats.ocsm
     }
 

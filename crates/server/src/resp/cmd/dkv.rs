@@ -19,7 +19,7 @@ use directkv_engine::Op;
 use directkv_proto::resp::Version;
 
 use super::{arity, error, Planned};
-use crate::plan::{Pending, Recipe};
+use crate::resp::reply::{Pending, Recipe};
 
 pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
     if !name.starts_with("dkv.") {

@@ -5,7 +5,7 @@ use directkv_engine::Op;
 use directkv_proto::resp::{self, Version};
 
 use super::{arity, error, parse_int, Planned};
-use crate::plan::{Pending, Recipe};
+use crate::resp::reply::{Pending, Recipe};
 
 pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
     let n = a.len();

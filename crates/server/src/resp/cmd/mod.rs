@@ -9,7 +9,7 @@ pub mod strings;
 use directkv_engine::OpError;
 use directkv_proto::resp::{self, RespWriter, Version};
 
-use crate::plan::Pending;
+use crate::resp::reply::Pending;
 
 /// Connection state the commands may read or change.
 pub struct Session {

@@ -4,7 +4,7 @@
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{arity, error, Planned, Session};
-use crate::plan::Pending;
+use crate::resp::reply::Pending;
 use crate::shard::{ask_all, Job, ShardCtx};
 
 const SERVER_NAME: &str = "directkv";
@@ -272,7 +272,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             RespWriter::new(out, v).simple("OK");
         }
         "info" => {
-            let text = crate::info::info(ctx).await;
+            let text = crate::resp::info::info(ctx).await;
             RespWriter::new(out, v).bulk(text.as_bytes());
         }
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
