@@ -6,15 +6,35 @@
 //!  clients ──┤ connections round robin                                         │
 //!            └──> shard 0 runtime ──┐   shard 1 runtime ──┐   ...             │
 //!                 conn tasks        │   conn tasks        │                   │
+//!                 shard tasks       │                     │                   │
 //!                 job task <─queue──┼── job task <─queue──┘  (bounded)        │
 //!                 engine 0          │   engine 1                               │
 //! ```
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
-//! shutdown. The native protocol is also served over UDP on the same port number (`udp.rs`).
-//! A native client's ATTACH moves its connection to the shard it names, so a shard-aware
-//! client reaches every shard without a cross-thread hop. OCSM (seed 004) is served over UDP on
-//! its own port by `ocsm.rs`. Prometheus metrics are served over HTTP (`metrics.rs`).
+//! shutdown. A native client's ATTACH moves its connection to the shard it names, so a
+//! shard-aware client reaches every shard without a cross-thread hop.
+//!
+//! Layout: each folder is one concern, and this file only binds sockets and spawns threads.
+//!
+//! ```text
+//!  accept.rs     acceptor thread; a connection's first read picks RESP or native
+//!  shard/        mod.rs: ShardCtx, whose execute() is the ONE call of Engine::execute; run();
+//!                Job; shard tasks. dispatch.rs: the protocol-neutral batch-by-shard core.
+//!                batch.rs: batches that own their bytes; busy_poll.rs
+//!  resp/         RESP connections, commands (cmd/), reply rendering, INFO
+//!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs)
+//!  ocsm/         OCSM over UDP on its own port: three paths sharing one Burst
+//!  admin/        Prometheus /metrics over HTTP
+//!  stats.rs      ServerStats and COUNTERS, the one table INFO and /metrics render
+//!  config.rs     ServerConfig and its limits
+//! ```
+//!
+//! Why this shape: a feature that must see every operation (expiry, persistence, replication)
+//! hooks into `ShardCtx::execute` once; a new protocol is a new folder that plans into
+//! `shard::dispatch::Plan`, with no import from another protocol; a shard-resident service is a
+//! `ShardTask` handed to `shard::run`, not a new field; a new counter is one row of `COUNTERS`.
+//! No `unsafe` system call is made here: they live in `directkv-sys`.
 
 mod accept;
 mod admin;

@@ -308,4 +308,67 @@ mod tests {
             }
         }
     }
+
+    /// INFO over RESP from a running server.
+    fn info_over_resp(addr: std::net::SocketAddr) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.write_all(b"*1\r\n$4\r\nINFO\r\n").unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = c.read(&mut chunk).unwrap();
+            assert!(n > 0, "the server closed before the INFO reply ended");
+            buf.extend_from_slice(&chunk[..n]);
+            // A bulk string: `$len\r\n` then len bytes and `\r\n`.
+            if let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
+                let len: usize = std::str::from_utf8(&buf[1..eol]).unwrap().parse().unwrap();
+                if buf.len() >= eol + 2 + len + 2 {
+                    return String::from_utf8(buf[eol + 2..eol + 2 + len].to_vec()).unwrap();
+                }
+            }
+        }
+    }
+
+    /// /metrics over HTTP from a running server.
+    fn metrics_over_http(addr: std::net::SocketAddr) -> String {
+        use std::io::{Read, Write};
+        let mut h = std::net::TcpStream::connect(addr).unwrap();
+        h.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        h.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        text
+    }
+
+    #[test]
+    fn every_counter_appears_in_info_and_in_metrics() {
+        let srv = crate::Server::start(crate::ServerConfig {
+            port: 0,
+            metrics_port: Some(0),
+            shards: 2,
+            memory_bytes: 32 << 20,
+            ..crate::ServerConfig::default()
+        })
+        .expect("server starts");
+        let info = info_over_resp(srv.addr());
+        let metrics = metrics_over_http(srv.metrics_addr().unwrap());
+        for c in COUNTERS {
+            let field = format!("\r\n{}:", c.info);
+            assert!(info.contains(&field), "INFO lacks {}:\n{info}", c.info);
+            let help = format!("# HELP {} {}\n", c.metric, c.help);
+            let kind = format!("# TYPE {} {}\n", c.metric, c.kind.name());
+            assert!(metrics.contains(&help), "/metrics lacks {help}{metrics}");
+            assert!(metrics.contains(&kind), "/metrics lacks {kind}{metrics}");
+            let sample = metrics.lines().any(|l| {
+                l.strip_prefix(c.metric)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            });
+            assert!(sample, "/metrics has no sample of {}:\n{metrics}", c.metric);
+        }
+        srv.stop();
+    }
 }
