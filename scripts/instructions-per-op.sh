@@ -13,8 +13,10 @@
 #
 # Server modes: runs `BIN serve` (one shard, no busy polling) under callgrind, loads 100,000
 # keys with LOADGEN (default: BIN) `bench run`, zeroes the counters, drives the RESP or native
-# path for 5 s (ycsb-b, 4 connections, depth 64), dumps, and prints the whole server process's
-# instructions divided by the operations the load generator reported.
+# path for 5 s after 1 s of warm-up (ycsb-b, 4 connections, depth 64), dumps, and prints the
+# whole server process's instructions divided by the operations its engines ran in that window
+# (INFO engine_ops; KEEP=FILE keeps the callgrind dump). The figure includes the wake-ups
+# between requests, which depend on how busy the machine is: compare builds in alternating runs.
 set -euo pipefail
 if ! command -v valgrind >/dev/null; then
     apt-get install -y valgrind >/dev/null
@@ -36,12 +38,36 @@ server-resp | server-native)
         if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
         sleep 0.1
     done
+    # Operations the server's engines ran so far (INFO engine_ops, over RESP), so the count
+    # matches the instructions' window exactly (the load generator's own count leaves out its
+    # warm-up).
+    engine_ops() {
+        python3 - "$PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+buf = b""
+while True:
+    buf += s.recv(65536)
+    head, _, rest = buf.partition(b"\r\n")
+    if rest and len(rest) >= int(head[1:]):
+        break
+for line in rest.decode().split("\r\n"):
+    if line.startswith("engine_ops:"):
+        print(line.split(":")[1])
+PY
+    }
     LOAD=(--target "$SCHEME://127.0.0.1:$PORT" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
     "$LOADGEN" bench run "${LOAD[@]}" --seconds 1 >/dev/null
     callgrind_control --zero "$SERVER" >/dev/null
-    OPS=$("$LOADGEN" bench run "${LOAD[@]}" --seconds 5 --skip-load | jq '[.. | objects | select(has("ops")) | .ops] | first')
+    BEFORE=$(engine_ops)
+    "$LOADGEN" bench run "${LOAD[@]}" --seconds 5 --skip-load >/dev/null
+    AFTER=$(engine_ops)
     callgrind_control --dump=measured "$SERVER" >/dev/null
+    OPS=$((AFTER - BEFORE))
     DUMP=$(ls -t "$DIR"/callgrind.out.* | head -1)
+    # KEEP=FILE keeps the dump, for callgrind_annotate.
+    if [ -n "${KEEP:-}" ]; then cp "$DUMP" "$KEEP"; fi
     TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
     awk -v t="$TOTAL" -v n="$OPS" -v s="$SCHEME" \
         'BEGIN { printf "server instructions per op (%s): %.1f (%d instructions, %d ops)\n", s, t / n, t, n }'

@@ -1,4 +1,4 @@
-//! The calling thread's CPU placement and priority, and the kernel's clock tick.
+//! The calling thread's CPU placement and priority, and the kernel's clock tick and page size.
 //!
 //! Pinning is best effort everywhere: a refusal (a CPU outside the process's allowed set, a
 //! container without the capability) leaves the thread where the scheduler puts it, and the
@@ -68,12 +68,6 @@ pub fn available_physical_bytes() -> u64 {
     // SAFETY: sysconf has no memory effects.
     let pages = unsafe { libc::sysconf(libc::_SC_AVPHYS_PAGES) };
     (pages.max(0) as u64).saturating_mul(page_bytes() as u64)
-}
-
-/// Whether the process runs as root (effective user id 0).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[cfg(test)]

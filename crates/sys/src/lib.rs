@@ -2,10 +2,10 @@
 //! (and the benchmarks) make, behind a safe function whose contract is written down once.
 //!
 //! ```text
-//!   server ──┐                     ┌── cpu.rs      pinning, nice, CPU-time clock, euid
+//!   server ──┐                     ┌── cpu.rs      pinning, nice, clock tick, page size
 //!   bench  ──┴── safe functions ───┼── socket.rs   buffer sizes, UDP GRO / GSO options
 //!                                  ├── mmsg.rs     recvmmsg (GRO split) / sendmmsg (GSO groups)
-//!                                  ├── process.rs  SIGTERM to a child, CPU time of a process
+//!                                  ├── process.rs  SIGTERM to a child, CPU time of a process, euid
 //!                                  ├── epoll.rs    a bare epoll set (the loopback probe)
 //!                                  └── mapping.rs  an anonymous, huge-page-advised mapping
 //! ```

@@ -1,4 +1,4 @@
-//! Other processes: asking a child to stop, and how much CPU a process has used.
+//! Processes: asking a child to stop, how much CPU a process has used, who we run as.
 
 /// Sends SIGTERM to process `pid` (the caller's own child, not yet reaped, so the PID cannot
 /// name another process); false if the kernel refused.
@@ -26,6 +26,12 @@ fn cpu_us_of_stat(text: &str, hz: u64) -> Option<u64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
     Some((ticks(11)? + ticks(12)?) * 1_000_000 / hz.max(1))
+}
+
+/// Whether the process runs as root (effective user id 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 #[cfg(test)]

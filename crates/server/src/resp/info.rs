@@ -12,7 +12,7 @@ use crate::stats::{self, ServerStats};
 
 pub(crate) async fn info(ctx: &ShardCtx) -> String {
     let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
-    let st = &ctx.stats;
+    let stats = &ctx.stats;
     let mut s = String::new();
     let keys: u64 = reports.iter().map(|r| r.counts.keys).sum();
     let kv_bytes: u64 = reports.iter().map(|r| r.counts.kv_bytes).sum();
@@ -26,34 +26,34 @@ pub(crate) async fn info(ctx: &ShardCtx) -> String {
         ctx.shards()
     );
     s.push_str("# Clients\r\n");
-    counters(&mut s, "Clients", st, &reports);
+    counters(&mut s, "Clients", stats, &reports);
     let _ = write!(
         s,
         "\r\n# Memory\r\narena_bytes:{arena}\r\nkv_bytes:{kv_bytes}\r\nmemory_utilization:{:.4}\r\n\r\n",
         kv_bytes as f64 / arena.max(1) as f64
     );
     s.push_str("# Stats\r\n");
-    counters(&mut s, "Stats", st, &reports);
+    counters(&mut s, "Stats", stats, &reports);
     let _ = write!(
         s,
         "\r\n# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n"
     );
     s.push_str("\r\n# Forwarding\r\n");
-    counters(&mut s, "Forwarding", st, &reports);
+    counters(&mut s, "Forwarding", stats, &reports);
     s.push_str("\r\n# OCSM\r\n");
-    counters(&mut s, "OCSM", st, &reports);
+    counters(&mut s, "OCSM", stats, &reports);
     let _ = write!(
         s,
         "\r\n# Busy polling\r\nbusy_poll_us:{}\r\n",
         ctx.cfg.busy_poll_us
     );
-    counters(&mut s, "Busy polling", st, &reports);
+    counters(&mut s, "Busy polling", stats, &reports);
     s
 }
 
 /// Appends the `field:value` lines of a section's counters.
-fn counters(s: &mut String, section: &'static str, st: &ServerStats, reports: &[Report]) {
+fn counters(s: &mut String, section: &'static str, stats: &ServerStats, reports: &[Report]) {
     for c in stats::section(section) {
-        let _ = write!(s, "{}:{}\r\n", c.info, c.info_value(st, reports));
+        let _ = write!(s, "{}:{}\r\n", c.info, c.info_value(stats, reports));
     }
 }

@@ -183,12 +183,12 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 _ => w.null_array(),
             },
             Recipe::Cas { op } => {
-                let (st, d) = p.result(op);
-                if let Status::Error(e) = st {
+                let (status, d) = p.result(op);
+                if let Status::Error(e) = status {
                     w.error(&cmd::op_error_text(&e));
                 } else {
                     w.array_len(2);
-                    w.integer(i64::from(st == Status::Ok));
+                    w.integer(i64::from(status == Status::Ok));
                     w.bulk(d);
                 }
             }
