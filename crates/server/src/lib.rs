@@ -34,7 +34,10 @@
 //! hooks into `ShardCtx::execute` once; a new protocol is a new folder that plans into
 //! `shard::dispatch::Plan`, with no import from another protocol; a shard-resident service is a
 //! `ShardTask` handed to `shard::run`, not a new field; a new counter is one row of `COUNTERS`.
-//! No `unsafe` system call is made here: they live in `directkv-sys`.
+//! No `unsafe` code is here (forbidden below): the system calls live in `directkv-sys`, and
+//! RESP command names are matched as bytes, so no UTF-8 proof is needed.
+
+#![forbid(unsafe_code)]
 
 mod accept;
 mod admin;
