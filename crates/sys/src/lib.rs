@@ -13,6 +13,12 @@
 //! Goals: every `unsafe` block has a `// SAFETY:` comment (denied otherwise), the callers hold
 //! no `unsafe` at all, and a refusal by the kernel is an ordinary return value (`bool`,
 //! `io::Result`) because every caller treats these calls as best effort or reports the error.
+//! Callers: the server (pinning its shards, OCSM's socket buffers and batched paths). The
+//! benchmark crate's own copies map onto it one for one: `ocsm/gen.rs` (buffer growth, GRO and
+//! GSO options, `send_all`, the `recvmmsg` drain, pinning, nice), `ocsm/server.rs` and
+//! `servers.rs` (SIGTERM, CPU time, euid), `loopback.rs` (epoll), `probe.rs` (the mapping,
+//! free memory and page size; its timed raw-pointer loops stay there, they are not calls).
+//!
 //! Non-goals: portability beyond Linux (the UDP offloads and `sched_setaffinity` are
 //! Linux-only), a general-purpose wrapper of libc: only what directkv calls lives here.
 
