@@ -1,21 +1,82 @@
 #!/usr/bin/env bash
-# Instructions per operation of `directkv bench engine`'s measured loop, counted by callgrind:
-# exact and repeatable, unlike timings on a shared, noisy machine. Use it to compare the CPU work
-# of two builds of the data path; it does not see memory stalls, so confirm a change with timed
-# alternating pairs as well.
+# Instructions per operation counted by callgrind: exact and repeatable, unlike timings on a
+# shared, noisy machine. Use it to compare the CPU work of two builds of a data path; it does
+# not see memory stalls, so confirm a change with timed alternating pairs as well.
 #
 #   scripts/instructions-per-op.sh BIN WORKLOAD [MEMORY]     e.g. target/release/directkv get 16M
+#   scripts/instructions-per-op.sh BIN server-resp|server-native [LOADGEN]
 #
-# Prints instructions per operation in the whole measured loop (benchmark included) and in the
-# engine's execute, then the source lines costing the most instructions per operation.
-# The 16 MiB default keeps the load phase short under valgrind (about 50x slower).
+# Engine workloads: prints instructions per operation in the whole measured loop of
+# `directkv bench engine` (benchmark included) and in the engine's execute, then the source lines
+# costing the most instructions per operation. The 16 MiB default keeps the load phase short
+# under valgrind (about 50x slower).
+#
+# Server modes: runs `BIN serve` (one shard, no busy polling) under callgrind, loads 100,000
+# keys with LOADGEN (default: BIN) `bench run`, zeroes the counters, drives the RESP or native
+# path for 5 s after 1 s of warm-up (ycsb-b, 4 connections, depth 64), dumps, and prints the
+# whole server process's instructions divided by the operations its engines ran in that window
+# (INFO engine_ops; KEEP=FILE keeps the callgrind dump). The figure includes the wake-ups
+# between requests, which depend on how busy the machine is: compare builds in alternating runs.
 set -euo pipefail
-BIN=${1:?usage: $0 BIN WORKLOAD [MEMORY]}
-W=${2:?usage: $0 BIN WORKLOAD [MEMORY]}
-M=${3:-16M}
 if ! command -v valgrind >/dev/null; then
     apt-get install -y valgrind >/dev/null
 fi
+case "${2:-}" in
+server-resp | server-native)
+    BIN=$1
+    LOADGEN=${3:-$BIN}
+    SCHEME=${2#server-}
+    DIR=$(mktemp -d /tmp/callgrind-server.XXXXXX)
+    # A free port for TCP and UDP alike (the server binds both), chosen by the kernel.
+    PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
+        "$BIN" serve --shards 1 --memory 64M --kv-size 16 --busy-poll-us 0 --port "$PORT" \
+        --metrics-port 0 --no-ocsm >"$DIR/server.log" 2>&1 &
+    SERVER=$!
+    trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$DIR"' EXIT
+    for _ in $(seq 600); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    # Operations the server's engines ran so far (INFO engine_ops, over RESP), so the count
+    # matches the instructions' window exactly (the load generator's own count leaves out its
+    # warm-up).
+    engine_ops() {
+        python3 - "$PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+buf = b""
+while True:
+    buf += s.recv(65536)
+    head, _, rest = buf.partition(b"\r\n")
+    if rest and len(rest) >= int(head[1:]):
+        break
+for line in rest.decode().split("\r\n"):
+    if line.startswith("engine_ops:"):
+        print(line.split(":")[1])
+PY
+    }
+    LOAD=(--target "$SCHEME://127.0.0.1:$PORT" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
+    "$LOADGEN" bench run "${LOAD[@]}" --seconds 1 >/dev/null
+    callgrind_control --zero "$SERVER" >/dev/null
+    BEFORE=$(engine_ops)
+    "$LOADGEN" bench run "${LOAD[@]}" --seconds 5 --skip-load >/dev/null
+    AFTER=$(engine_ops)
+    callgrind_control --dump=measured "$SERVER" >/dev/null
+    OPS=$((AFTER - BEFORE))
+    DUMP=$(ls -t "$DIR"/callgrind.out.* | head -1)
+    # KEEP=FILE keeps the dump, for callgrind_annotate.
+    if [ -n "${KEEP:-}" ]; then cp "$DUMP" "$KEEP"; fi
+    TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+    awk -v t="$TOTAL" -v n="$OPS" -v s="$SCHEME" \
+        'BEGIN { printf "server instructions per op (%s): %.1f (%d instructions, %d ops)\n", s, t / n, t, n }'
+    exit 0
+    ;;
+esac
+BIN=${1:?usage: $0 BIN WORKLOAD [MEMORY]}
+W=${2:?usage: $0 BIN WORKLOAD [MEMORY]}
+M=${3:-16M}
 OUT=$(mktemp /tmp/callgrind.XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 valgrind --tool=callgrind --callgrind-out-file="$OUT" \

@@ -6,28 +6,47 @@
 //!  clients ──┤ connections round robin                                         │
 //!            └──> shard 0 runtime ──┐   shard 1 runtime ──┐   ...             │
 //!                 conn tasks        │   conn tasks        │                   │
+//!                 shard tasks       │                     │                   │
 //!                 job task <─queue──┼── job task <─queue──┘  (bounded)        │
 //!                 engine 0          │   engine 1                               │
 //! ```
 //!
 //! Goals: no locks on the data path, bounded memory per connection and per queue, graceful
-//! shutdown. The native protocol is also served over UDP on the same port number (`udp.rs`).
-//! A native client's ATTACH moves its connection to the shard it names, so a shard-aware
-//! client reaches every shard without a cross-thread hop. OCSM (seed 004) is served over UDP on
-//! its own port by `ocsm.rs`. Prometheus metrics are served over HTTP (`metrics.rs`).
+//! shutdown. A native client's ATTACH moves its connection to the shard it names, so a
+//! shard-aware client reaches every shard without a cross-thread hop.
+//!
+//! Layout: each folder is one concern, and this file only binds sockets and spawns threads.
+//!
+//! ```text
+//!  accept.rs     acceptor thread; a connection's first read picks RESP or native
+//!  shard/        mod.rs: ShardCtx, whose execute() is the ONE call of Engine::execute; run();
+//!                Job; shard tasks. dispatch.rs: the protocol-neutral batch-by-shard core.
+//!                batch.rs: batches that own their bytes; busy_poll.rs
+//!  resp/         RESP connections, commands (cmd/), reply rendering, INFO
+//!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs)
+//!  ocsm/         OCSM over UDP on its own port: three paths sharing one Burst
+//!  admin/        Prometheus /metrics over HTTP
+//!  stats.rs      ServerStats and COUNTERS, the one table INFO and /metrics render
+//!  config.rs     ServerConfig and its limits
+//! ```
+//!
+//! Why this shape: a feature that must see every operation (expiry, persistence, replication)
+//! hooks into `ShardCtx::execute` once; a new protocol is a new folder that plans into
+//! `shard::dispatch::Plan`, with no import from another protocol; a shard-resident service is a
+//! `ShardTask` handed to `shard::run`, not a new field; a new counter is one row of `COUNTERS`.
+//! No `unsafe` code is here (forbidden below): the system calls live in `directkv-sys`, and
+//! RESP command names are matched as bytes, so no UTF-8 proof is needed.
 
-pub mod batch;
-pub mod busy_poll;
-pub mod cmd;
+#![forbid(unsafe_code)]
+
+mod accept;
+mod admin;
 pub mod config;
-pub mod conn;
-pub mod info;
-pub mod metrics;
-pub mod native_conn;
+mod native;
 pub mod ocsm;
-pub mod plan;
-pub mod shard;
-pub mod udp;
+mod resp;
+mod shard;
+mod stats;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -37,7 +56,9 @@ use directkv_engine::Engine;
 use tokio::sync::{mpsc, watch};
 
 pub use config::ServerConfig;
-use shard::{ServerStats, ShardSpawn};
+pub use ocsm::{OcsmPath, OcsmStats};
+use shard::{ShardSpawn, ShardTask};
+use stats::ServerStats;
 
 /// A running server; `stop` shuts it down and waits for its threads.
 pub struct Server {
@@ -78,14 +99,15 @@ impl Server {
             (0..shards).map(|_| mpsc::unbounded_channel()).unzip();
         let conn_txs = Arc::new(conn_txs);
         let mut threads = Vec::new();
+        // Services that live on a shard's thread, per shard.
+        let mut tasks: Vec<Vec<ShardTask>> = (0..shards).map(|_| Vec::new()).collect();
         // OCSM: the plain and batched paths have a thread of their own; batched-shard runs
         // inside shard 0.
         let mut ocsm_addr = None;
-        let mut ocsm_spawn = None;
         if let Some(port) = cfg.ocsm_port_effective() {
             let (sock, a) = ocsm::bind(&cfg.bind, port, cfg.ocsm_recv_buffer_bytes)?;
             ocsm_addr = Some(a);
-            ocsm_spawn = Some(ocsm::OcsmSpawn {
+            let spawn = ocsm::OcsmSpawn {
                 sock,
                 peers: peers.clone(),
                 path: cfg.ocsm_path,
@@ -95,17 +117,18 @@ impl Server {
                 burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
-            });
+            };
+            match ocsm::spawn(spawn)? {
+                ocsm::Placement::Thread(t) => threads.push(t),
+                ocsm::Placement::Shard0(task) => tasks[0].push(task),
+            }
         }
-        if let Some(spawn) = ocsm_spawn.take_if(|s| s.path != ocsm::OcsmPath::BatchedShard) {
-            let t = std::thread::Builder::new()
-                .name("ocsm".into())
-                .spawn(move || ocsm::serve_thread(spawn))
-                .map_err(|e| e.to_string())?;
-            threads.push(t);
-        }
-        for (id, ((engine, jobs), crx)) in
-            engines.into_iter().zip(job_rxs).zip(conn_rxs).enumerate()
+        for (id, (((engine, jobs), crx), tasks)) in engines
+            .into_iter()
+            .zip(job_rxs)
+            .zip(conn_rxs)
+            .zip(tasks)
+            .enumerate()
         {
             let spawn = ShardSpawn {
                 id,
@@ -118,7 +141,7 @@ impl Server {
                 cfg: cfg.clone(),
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
-                ocsm: if id == 0 { ocsm_spawn.take() } else { None },
+                tasks,
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -137,7 +160,7 @@ impl Server {
             let (peers, stop) = (peers.clone(), stop_rx.clone());
             let t = std::thread::Builder::new()
                 .name("udp".into())
-                .spawn(move || udp::serve(udp, peers, limits, stop))
+                .spawn(move || native::udp::serve(udp, peers, limits, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
@@ -149,29 +172,11 @@ impl Server {
             let (peers, stats, stop) = (peers.clone(), stats.clone(), stop_rx.clone());
             let t = std::thread::Builder::new()
                 .name("metrics".into())
-                .spawn(move || metrics::serve(l, peers, stats, stop))
+                .spawn(move || admin::metrics::serve(l, peers, stats, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
-        let stop = stop_rx.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || {
-                let mut next = 0usize;
-                for conn in listener.incoming() {
-                    if *stop.borrow() {
-                        break;
-                    }
-                    if let Ok(c) = conn {
-                        let incoming = shard::Incoming {
-                            stream: c,
-                            authenticated: false,
-                        };
-                        let _ = conn_txs[next % conn_txs.len()].send(incoming);
-                        next += 1;
-                    }
-                }
-            })
+        let acceptor = accept::spawn_acceptor(listener, conn_txs, stop_rx.clone())
             .map_err(|e| e.to_string())?;
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
         Ok(Server {
@@ -200,7 +205,7 @@ impl Server {
     }
 
     /// OCSM counters (datagrams, messages, refused datagrams, bursts).
-    pub fn ocsm_stats(&self) -> &ocsm::OcsmStats {
+    pub fn ocsm_stats(&self) -> &OcsmStats {
         &self.stats.ocsm
     }
 

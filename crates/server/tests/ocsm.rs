@@ -338,18 +338,8 @@ fn ocsm_can_be_turned_off_and_defaults_follow_an_ephemeral_port() {
 /// kernel cuts it into separate datagrams, or hands it whole to a receiver with UDP_GRO on.
 fn send_segmented(s: &UdpSocket, datagrams: &[Vec<u8>]) {
     use std::os::fd::AsRawFd;
-    let seg: libc::c_int = datagrams[0].len() as libc::c_int;
-    // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_SEGMENT,
-            (&seg as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        )
-    };
-    assert_eq!(r, 0, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
+    let ok = directkv_sys::socket::set_udp_segment(s.as_raw_fd(), datagrams[0].len());
+    assert!(ok, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
     s.send(&datagrams.concat()).expect("a segmented send");
 }
 

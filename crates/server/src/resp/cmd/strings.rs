@@ -5,30 +5,30 @@ use directkv_engine::Op;
 use directkv_proto::resp::{self, Version};
 
 use super::{arity, error, parse_int, Planned};
-use crate::plan::{Pending, Recipe};
+use crate::resp::reply::{Pending, Recipe};
 
-pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
+pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Planned> {
     let n = a.len();
     Some(match name {
-        "get" if n == 2 => {
+        b"get" if n == 2 => {
             let op = p.op(&Op::get(a[1]));
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
-        "set" if n >= 3 => set(p, v, a),
-        "getset" if n == 3 => {
+        b"set" if n >= 3 => set(p, v, a),
+        b"getset" if n == 3 => {
             let op = p.op(&Op::get(a[1]));
             p.op(&Op::put(a[1], a[2]));
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
-        "getdel" if n == 2 => {
+        b"getdel" if n == 2 => {
             let op = p.op(&Op::get(a[1]));
             p.op(&Op::delete(a[1]));
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
-        "del" | "unlink" if n >= 2 => {
+        b"del" | b"unlink" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
                 p.op(&Op::delete(k));
@@ -36,7 +36,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             p.recipes.push(Recipe::CountFound { first, n: n - 1 });
             Planned::Queued
         }
-        "exists" if n >= 2 => {
+        b"exists" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
                 p.op(&Op::get(k).no_return());
@@ -44,7 +44,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             p.recipes.push(Recipe::CountFound { first, n: n - 1 });
             Planned::Queued
         }
-        "mget" if n >= 2 => {
+        b"mget" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
                 p.op(&Op::get(k));
@@ -52,7 +52,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             p.recipes.push(Recipe::Values { first, n: n - 1 });
             Planned::Queued
         }
-        "mset" if n >= 3 && n % 2 == 1 => {
+        b"mset" if n >= 3 && n % 2 == 1 => {
             let first = p.next_op();
             for kv in a[1..].chunks(2) {
                 p.op(&Op::put(kv[0], kv[1]));
@@ -63,16 +63,16 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
             });
             Planned::Queued
         }
-        "incr" | "decr" if n == 2 => incr(p, a[1], if name == "incr" { 1 } else { -1 }),
-        "incrby" | "decrby" if n == 3 => match parse_int(a[2]) {
-            Some(d) if name == "incrby" => incr(p, a[1], d),
+        b"incr" | b"decr" if n == 2 => incr(p, a[1], if name == b"incr" { 1 } else { -1 }),
+        b"incrby" | b"decrby" if n == 3 => match parse_int(a[2]) {
+            Some(d) if name == b"incrby" => incr(p, a[1], d),
             Some(d) => match d.checked_neg() {
                 Some(d) => incr(p, a[1], d),
                 None => error(p, v, resp::err_decrement_overflow()),
             },
             None => error(p, v, resp::err_not_integer()),
         },
-        "incrbyfloat" if n == 3 => {
+        b"incrbyfloat" if n == 3 => {
             // The engine's parser: an infinite increment passes, and the sum then fails.
             match directkv_engine::strings::parse_f64(a[2]) {
                 Some(d) => {
@@ -83,20 +83,19 @@ pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Plan
                 None => error(p, v, resp::err_not_float()),
             }
         }
-        "strlen" if n == 2 => {
+        b"strlen" if n == 2 => {
             let op = p.op(&Op::get(a[1]));
             p.recipes.push(Recipe::Len { op });
             Planned::Queued
         }
-        "append" if n == 3 => {
+        b"append" if n == 3 => {
             let op = p.op(&Op::append(a[1], a[2]));
             p.recipes.push(Recipe::U64 { op });
             Planned::Queued
         }
-        "get" | "set" | "getset" | "getdel" | "del" | "unlink" | "exists" | "mget" | "mset"
-        | "incr" | "decr" | "incrby" | "decrby" | "incrbyfloat" | "strlen" | "append" => {
-            arity(p, v, name)
-        }
+        b"get" | b"set" | b"getset" | b"getdel" | b"del" | b"unlink" | b"exists" | b"mget"
+        | b"mset" | b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"strlen"
+        | b"append" => arity(p, v, name),
         _ => return None,
     })
 }

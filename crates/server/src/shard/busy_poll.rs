@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::shard::ServerStats;
+use crate::stats::ServerStats;
 
 /// Requests seen by one shard, and the wake-up of its parked poller.
 #[derive(Debug, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     touches: Cell<u64>,
     parked: Cell<bool>,
     wake: Notify,
@@ -38,7 +38,7 @@ pub struct Activity {
 impl Activity {
     /// A request was read: restarts the polling window (and wakes a parked poller).
     #[inline]
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         self.touches.set(self.touches.get().wrapping_add(1));
         if self.parked.get() {
             self.parked.set(false);
@@ -49,7 +49,7 @@ impl Activity {
 
 /// Polls until `window` passes without a touch, parks until the next touch, and so on.
 /// Counts polls and parks in `stats` (`busy_polls`, `busy_poll_sleeps`).
-pub async fn run(activity: &Activity, window: Duration, stats: &ServerStats) {
+pub(crate) async fn run(activity: &Activity, window: Duration, stats: &ServerStats) {
     loop {
         let mut seen = activity.touches.get();
         let mut last = Instant::now();

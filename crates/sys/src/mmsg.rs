@@ -1,4 +1,5 @@
-//! The batched paths' system calls: `recvmmsg` with UDP GRO and `sendmmsg` with UDP GSO.
+//! Batched UDP system calls: `recvmmsg` with UDP GRO and `sendmmsg` with UDP GSO (the OCSM
+//! server's batched paths, and the OCSM load generator).
 //!
 //! On loopback (and on real NICs) most of a datagram's cost is the trip through the kernel's
 //! UDP/IP stack, once per datagram, which `recvmmsg`/`sendmmsg` alone do not remove: they only
@@ -21,7 +22,9 @@
 
 use std::io;
 
-/// Bytes of a receive buffer: a whole coalesced GRO packet (at most 64 KiB).
+use crate::Fd;
+
+/// Bytes of a receive buffer by default: a whole coalesced GRO packet (at most 64 KiB).
 pub const RECV_ENTRY_BYTES: usize = 65_536;
 /// Most datagrams in one segmented send (the kernel's `UDP_MAX_SEGMENTS`).
 pub const GSO_SEGMENTS_MAX: usize = 64;
@@ -31,21 +34,6 @@ pub const GSO_BYTES_MAX: usize = 65_000;
 
 /// Control-message space for one `int` or `u16` (`CMSG_SPACE(4)`), in u64 words for alignment.
 const CTRL_WORDS: usize = 4;
-
-/// Turns GRO on for `fd`; false if the kernel refuses (datagrams then arrive one by one).
-pub fn enable_gro(fd: i32) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        ) == 0
-    }
-}
 
 /// The preallocated receive side of `recvmmsg`: buffers, addresses, control space and headers,
 /// wired to each other once (the vectors never grow, so the pointers stay valid), and the
@@ -58,26 +46,36 @@ pub struct MmsgRecv {
     hdrs: Vec<libc::mmsghdr>,
     /// (entry, offset, length) of every datagram received by the last call.
     segs: Vec<(u32, u32, u32)>,
+    /// Bytes of each receive buffer.
+    entry_bytes: usize,
 }
 
 impl MmsgRecv {
     /// `entries` receive buffers of `RECV_ENTRY_BYTES`.
     pub fn new(entries: usize) -> Box<MmsgRecv> {
+        MmsgRecv::with_entry_bytes(entries, RECV_ENTRY_BYTES)
+    }
+
+    /// `entries` receive buffers of `entry_bytes` each (a longer datagram is truncated, as
+    /// `recv` into a short buffer would).
+    pub fn with_entry_bytes(entries: usize, entry_bytes: usize) -> Box<MmsgRecv> {
+        let entry_bytes = entry_bytes.max(1);
         // SAFETY: sockaddr_storage and mmsghdr are plain C data for which all-zero is valid.
         let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut m = Box::new(MmsgRecv {
-            bufs: vec![0u8; entries * RECV_ENTRY_BYTES],
+            bufs: vec![0u8; entries * entry_bytes],
             addrs: vec![zero_addr; entries],
             iovs: Vec::with_capacity(entries),
             ctrl: vec![[0u64; CTRL_WORDS]; entries],
             hdrs: Vec::with_capacity(entries),
             segs: Vec::with_capacity(entries),
+            entry_bytes,
         });
         for i in 0..entries {
-            let base = m.bufs[i * RECV_ENTRY_BYTES..].as_mut_ptr();
+            let base = m.bufs[i * entry_bytes..].as_mut_ptr();
             m.iovs.push(libc::iovec {
                 iov_base: base.cast(),
-                iov_len: RECV_ENTRY_BYTES,
+                iov_len: entry_bytes,
             });
         }
         for i in 0..entries {
@@ -92,10 +90,15 @@ impl MmsgRecv {
         m
     }
 
+    /// Receives what is waiting without blocking (`MSG_DONTWAIT`).
+    pub const DONT_WAIT: i32 = libc::MSG_DONTWAIT;
+    /// Blocks for the first packet only (`MSG_WAITFORONE`).
+    pub const WAIT_FOR_ONE: i32 = libc::MSG_WAITFORONE;
+
     /// Receives what is waiting (`MSG_DONTWAIT`: `WouldBlock` if nothing), or blocks for the
     /// first packet (`MSG_WAITFORONE`, up to the socket's read timeout). Returns the number of
     /// datagrams, coalesced ones counted one by one.
-    pub fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
+    pub fn recv(&mut self, fd: Fd, flags: i32) -> io::Result<usize> {
         for h in &mut self.hdrs {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_hdr.msg_controllen = CTRL_WORDS * 8;
@@ -119,7 +122,7 @@ impl MmsgRecv {
         }
         self.segs.clear();
         for (e, h) in self.hdrs.iter().enumerate().take(k as usize) {
-            let len = (h.msg_len as usize).min(RECV_ENTRY_BYTES);
+            let len = (h.msg_len as usize).min(self.entry_bytes);
             let seg = gro_segment_size(&h.msg_hdr).filter(|&g| g > 0 && g < len);
             let step = seg.unwrap_or(len.max(1));
             let mut off = 0;
@@ -143,12 +146,12 @@ impl MmsgRecv {
     /// The `i`-th datagram of the last call.
     pub fn datagram(&self, i: usize) -> &[u8] {
         let (e, off, len) = self.segs[i];
-        let base = e as usize * RECV_ENTRY_BYTES + off as usize;
+        let base = e as usize * self.entry_bytes + off as usize;
         &self.bufs[base..base + len as usize]
     }
 
     /// The receive entry (one per sender packet) the `i`-th datagram came in.
-    fn entry(&self, i: usize) -> usize {
+    pub fn entry(&self, i: usize) -> usize {
         self.segs[i].0 as usize
     }
 
@@ -291,7 +294,7 @@ impl MmsgSend {
     /// Sends what is left of the prepared replies; false if the socket's send buffer is full
     /// (wait for writability and call again). Other refusals drop that entry's replies, as the
     /// network might, except a refused segmented send, which is sent again unsegmented.
-    pub fn send_some(&mut self, fd: i32, flags: i32) -> bool {
+    pub fn send_some(&mut self, fd: Fd, flags: i32) -> bool {
         while self.sent < self.hdrs.len() {
             // SAFETY: the headers point at iovecs over the burst's reply buffer, control space
             // in `self` and addresses in the receive side, all alive and unchanged since
@@ -324,7 +327,7 @@ impl MmsgSend {
 
     /// Sends group `self.sent` one datagram per `sendmsg` (after the kernel refused GSO); a
     /// datagram the kernel refuses is dropped, as the network might.
-    fn send_unsegmented(&mut self, fd: i32, flags: i32) {
+    fn send_unsegmented(&mut self, fd: Fd, flags: i32) {
         let g = self.groups[self.sent];
         for j in 0..g.iovs {
             let mut h = self.hdrs[self.sent].msg_hdr;
@@ -351,5 +354,85 @@ fn set_segment_size(h: &mut libc::msghdr, ctrl: &mut [u64; CTRL_WORDS], seg: usi
         (*c).cmsg_type = libc::UDP_SEGMENT;
         (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
+    }
+}
+
+/// Sends the first `n` datagrams of `bufs` (each `len` bytes) on a connected socket,
+/// `per_entry` datagrams per `sendmmsg` entry (more than one: a segmented send, the socket's
+/// UDP_SEGMENT option being `len`); returns how many datagrams the kernel took (a refused entry
+/// is skipped, as lost datagrams would be).
+pub fn send_connected(fd: Fd, bufs: &mut [u8], len: usize, n: usize, per_entry: usize) -> usize {
+    let per_entry = per_entry.max(1);
+    let n = n.min(bufs.len() / len.max(1));
+    let entries = n.div_ceil(per_entry);
+    let datagrams_in = |e: usize| per_entry.min(n - e * per_entry);
+    let mut iovs: Vec<libc::iovec> = (0..entries)
+        .map(|e| libc::iovec {
+            iov_base: bufs[e * per_entry * len..].as_mut_ptr().cast(),
+            iov_len: datagrams_in(e) * len,
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            // SAFETY: all-zero is a valid mmsghdr.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    let mut done = 0;
+    let mut taken = 0;
+    while done < entries {
+        // SAFETY: the headers point at iovecs over `bufs` (each within it: n was capped to
+        // whole datagrams of `bufs`), all alive for the call; the socket is connected, so no
+        // addresses are needed.
+        let k =
+            unsafe { libc::sendmmsg(fd, hdrs[done..].as_mut_ptr(), (entries - done) as u32, 0) };
+        if k <= 0 {
+            done += 1;
+        } else {
+            taken += (done..done + k as usize).map(datagrams_in).sum::<usize>();
+            done += k as usize;
+        }
+    }
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    #[test]
+    fn datagrams_sent_in_bursts_come_back_in_bursts_with_their_senders() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        server
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut bufs: Vec<u8> = (0..40u8).collect();
+        assert_eq!(send_connected(client.as_raw_fd(), &mut bufs, 10, 4, 1), 4);
+        let mut rx = MmsgRecv::with_entry_bytes(8, 64);
+        let mut got = 0;
+        while got < 4 {
+            got += rx.recv(server.as_raw_fd(), MmsgRecv::WAIT_FOR_ONE).unwrap();
+        }
+        assert_eq!(rx.datagram(rx.received() - 1).len(), 10);
+        // Echo every datagram of the last call to its sender.
+        let n = rx.received();
+        let mut tx = MmsgSend::new(true);
+        let replies: Vec<Vec<u8>> = (0..n).map(|i| rx.datagram(i).to_vec()).collect();
+        tx.prepare(&rx, n, |i| Some(&replies[i][..]));
+        assert!(tx.send_some(server.as_raw_fd(), 0));
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(client.recv(&mut buf).unwrap(), 10);
     }
 }

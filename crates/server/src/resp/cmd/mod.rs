@@ -9,7 +9,7 @@ pub mod strings;
 use directkv_engine::OpError;
 use directkv_proto::resp::{self, RespWriter, Version};
 
-use crate::plan::Pending;
+use crate::resp::reply::Pending;
 
 /// Connection state the commands may read or change.
 pub struct Session {
@@ -56,9 +56,10 @@ impl Name {
         Name { bytes, len }
     }
 
-    fn as_str(&self) -> &str {
-        // SAFETY: the first `len` bytes are ASCII (checked in `lower`), so valid UTF-8.
-        unsafe { std::str::from_utf8_unchecked(&self.bytes[..self.len]) }
+    /// The lower-cased name's bytes (ASCII; empty for none). Commands match on bytes, so no
+    /// UTF-8 check (or `unsafe` to skip one) is made per command.
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -70,9 +71,9 @@ pub fn plan(
     requirepass: Option<&str>,
 ) -> Planned {
     let lowered = Name::lower(args[0]);
-    let name = lowered.as_str();
+    let name = lowered.as_bytes();
     let v = s.version;
-    if requirepass.is_some() && !s.authenticated && !matches!(name, "auth" | "hello" | "quit") {
+    if requirepass.is_some() && !s.authenticated && !matches!(name, b"auth" | b"hello" | b"quit") {
         p.immediate(|o| RespWriter::new(o, v).error(resp::err_noauth()));
         return Planned::Queued;
     }
@@ -90,9 +91,9 @@ pub fn plan(
     Planned::Queued
 }
 
-/// Writes an arity error and returns `Queued`.
-pub fn arity(p: &mut Pending, v: Version, name: &str) -> Planned {
-    let msg = resp::err_wrong_arity(name);
+/// Writes an arity error and returns `Queued` (`name`: a command name, ASCII).
+pub fn arity(p: &mut Pending, v: Version, name: &[u8]) -> Planned {
+    let msg = resp::err_wrong_arity(&String::from_utf8_lossy(name));
     p.immediate(|o| RespWriter::new(o, v).error(&msg));
     Planned::Queued
 }

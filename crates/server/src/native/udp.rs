@@ -15,10 +15,10 @@ use directkv_proto::native::{
     self, encode_response, encode_response_frame, response_op_len, NativeLimits, Request, Response,
     ResponseFrame, ResponseOp, HEADER_LEN, UDP_PAYLOAD_MAX,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use crate::native_conn::{plan_op, Slot};
-use crate::plan::Pending;
+use super::conn::{plan_op, Slot};
+use crate::shard::dispatch::{execute_blocking, Plan};
 use crate::shard::Job;
 
 /// How often the receive loop checks for shutdown.
@@ -26,7 +26,7 @@ const STOP_POLL: Duration = Duration::from_millis(200);
 /// Bytes of a response frame besides its results (header and op count).
 const RESPONSE_OVERHEAD_BYTES: usize = HEADER_LEN + 2;
 
-pub fn serve(
+pub(crate) fn serve(
     sock: UdpSocket,
     peers: Arc<Vec<mpsc::Sender<Job>>>,
     limits: NativeLimits,
@@ -36,13 +36,13 @@ pub fn serve(
     let limits = limits.for_udp();
     let mut buf = vec![0u8; UDP_PAYLOAD_MAX as usize];
     let mut out = Vec::with_capacity(UDP_PAYLOAD_MAX as usize);
-    let mut pending = Pending::new(peers.len());
+    let mut plan = Plan::new(peers.len());
     while !*stop.borrow() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
         out.clear();
-        answer(&buf[..n], &peers, &limits, &mut pending, &mut out);
+        answer(&buf[..n], &peers, &limits, &mut plan, &mut out);
         if !out.is_empty() && out.len() <= n {
             let _ = sock.send_to(&out, from);
         }
@@ -53,7 +53,7 @@ fn answer(
     datagram: &[u8],
     peers: &[mpsc::Sender<Job>],
     limits: &NativeLimits,
-    p: &mut Pending,
+    p: &mut Plan,
     out: &mut Vec<u8>,
 ) {
     let frame = match native::decode_request_datagram(datagram, limits) {
@@ -108,31 +108,6 @@ fn answer(
                 ops.push(ResponseOp { status, data });
             }
             let _ = encode_response(id, &ops, limits, out);
-        }
-    }
-}
-
-/// Sends every shard its batch and waits for the results (they land in `p.results`).
-pub(crate) fn execute_blocking(peers: &[mpsc::Sender<Job>], p: &mut Pending) {
-    let mut waits = Vec::new();
-    for (s, peer) in peers.iter().enumerate() {
-        if p.batches[s].is_empty() {
-            continue;
-        }
-        let (tx, rx) = oneshot::channel();
-        let (batch, results) = p.take_for_execution(s);
-        let job = Job::Execute {
-            batch,
-            results,
-            reply: tx,
-        };
-        if peer.blocking_send(job).is_ok() {
-            waits.push((s, rx));
-        }
-    }
-    for (s, rx) in waits {
-        if let Ok((batch, r)) = rx.blocking_recv() {
-            p.executed(s, batch, r);
         }
     }
 }

@@ -11,7 +11,7 @@ use std::ops::Range;
 use directkv_engine::{ElemType, Op, OpKind};
 
 #[derive(Debug, Clone)]
-pub struct OwnedOp {
+pub(crate) struct OwnedOp {
     pub kind: OpKind,
     key: Range<usize>,
     arg: Range<usize>,
@@ -22,21 +22,21 @@ pub struct OwnedOp {
 }
 
 #[derive(Debug, Default)]
-pub struct OwnedBatch {
+pub(crate) struct OwnedBatch {
     bytes: Vec<u8>,
     ops: Vec<OwnedOp>,
 }
 
 impl OwnedBatch {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ops.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.ops.clear();
     }
@@ -51,7 +51,7 @@ impl OwnedBatch {
     }
 
     /// Appends a copy of `op`; returns its index in the batch.
-    pub fn push(&mut self, op: &Op) -> usize {
+    pub(crate) fn push(&mut self, op: &Op) -> usize {
         let key = self.copy(op.key);
         let arg = self.copy(op.arg);
         let arg2 = self.copy(op.arg2);
@@ -68,7 +68,7 @@ impl OwnedBatch {
     }
 
     /// The operations, borrowing this batch's bytes.
-    pub fn ops(&self) -> Vec<Op<'_>> {
+    pub(crate) fn ops(&self) -> Vec<Op<'_>> {
         self.ops
             .iter()
             .map(|o| Op {
@@ -82,17 +82,6 @@ impl OwnedBatch {
             })
             .collect()
     }
-}
-
-/// The shard that owns a key: bits 52..64 of its xxh3-64 hash, mapped onto `shards` by
-/// multiply-shift (the engine uses bits 0..51 for bucket, secondary hash and reservation
-/// station, so the choices are independent).
-pub fn shard_of(key: &[u8], shards: usize) -> usize {
-    if shards == 1 {
-        return 0;
-    }
-    let h = directkv_engine::key_hash(key);
-    (((h >> 52) as usize) * shards) >> 12
 }
 
 #[cfg(test)]
@@ -113,16 +102,5 @@ mod tests {
             (ops[1].arg, ops[1].arg2, ops[1].no_return),
             (&b"old"[..], &b"new"[..], true)
         );
-    }
-
-    #[test]
-    fn shards_cover_the_range_evenly() {
-        let mut counts = [0usize; 3];
-        for i in 0..30_000u32 {
-            counts[shard_of(&i.to_le_bytes(), 3)] += 1;
-        }
-        for c in counts {
-            assert!((9_000..11_000).contains(&c), "{counts:?}");
-        }
     }
 }

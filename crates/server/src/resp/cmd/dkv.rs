@@ -19,29 +19,31 @@ use directkv_engine::Op;
 use directkv_proto::resp::Version;
 
 use super::{arity, error, Planned};
-use crate::plan::{Pending, Recipe};
+use crate::resp::reply::{Pending, Recipe};
 
-pub fn plan(p: &mut Pending, v: Version, name: &str, a: &[&[u8]]) -> Option<Planned> {
-    if !name.starts_with("dkv.") {
+pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Planned> {
+    if !name.starts_with(b"dkv.") {
         return None;
     }
     let n = a.len();
     Some(match (&name[4..], n) {
-        ("vset", 3..) => with_elem(p, v, a[2], |p, elem| {
+        (b"vset", 3..) => with_elem(p, v, a[2], |p, elem| {
             let bytes = encode_numbers(elem, &a[3..])?;
             let op = p.op(&Op::put(a[1], &bytes));
             p.recipes.push(Recipe::Ok { op });
             Ok(())
         }),
-        ("vget", 3) => with_elem(p, v, a[2], |p, elem| {
+        (b"vget", 3) => with_elem(p, v, a[2], |p, elem| {
             let op = p.op(&Op::get(a[1]));
             p.recipes.push(Recipe::Numbers { op, elem });
             Ok(())
         }),
-        ("update" | "updatev" | "updatevv" | "reduce" | "filter", 5..) => {
-            func_op(p, v, &name[4..], a)
-        }
-        ("cas", 4) => {
+        (b"update", 5..) => func_op(p, v, "update", a),
+        (b"updatev", 5..) => func_op(p, v, "updatev", a),
+        (b"updatevv", 5..) => func_op(p, v, "updatevv", a),
+        (b"reduce", 5..) => func_op(p, v, "reduce", a),
+        (b"filter", 5..) => func_op(p, v, "filter", a),
+        (b"cas", 4) => {
             let op = p.op(&Op::cas(a[1], a[2], a[3]));
             p.recipes.push(Recipe::Cas { op });
             Planned::Queued
@@ -69,7 +71,7 @@ fn with_elem(
     }
 }
 
-fn func_op(p: &mut Pending, v: Version, which: &str, a: &[&[u8]]) -> Planned {
+fn func_op(p: &mut Pending, v: Version, which: &'static str, a: &[&[u8]]) -> Planned {
     let kind = match which {
         "reduce" => FunctionKind::Reduce,
         "filter" => FunctionKind::Filter,

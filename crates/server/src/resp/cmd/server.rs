@@ -4,7 +4,7 @@
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{arity, error, Planned, Session};
-use crate::plan::Pending;
+use crate::resp::reply::Pending;
 use crate::shard::{ask_all, Job, ShardCtx};
 
 const SERVER_NAME: &str = "directkv";
@@ -13,34 +13,34 @@ const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub fn plan(
     p: &mut Pending,
     s: &mut Session,
-    name: &str,
+    name: &[u8],
     a: &[&[u8]],
     requirepass: Option<&str>,
 ) -> Option<Planned> {
     let v = s.version;
     let n = a.len();
     Some(match name {
-        "ping" if n == 1 => ok_text(p, v, "PONG"),
-        "ping" if n == 2 => bulk(p, v, a[1]),
-        "echo" if n == 2 => bulk(p, v, a[1]),
-        "quit" => {
+        b"ping" if n == 1 => ok_text(p, v, "PONG"),
+        b"ping" if n == 2 => bulk(p, v, a[1]),
+        b"echo" if n == 2 => bulk(p, v, a[1]),
+        b"quit" => {
             s.quit = true;
             ok_text(p, v, "OK")
         }
-        "select" if n == 2 => match super::parse_int(a[1]) {
+        b"select" if n == 2 => match super::parse_int(a[1]) {
             Some(0) => ok_text(p, v, "OK"),
             Some(_) => error(p, v, resp::err_db_index()),
             None => error(p, v, resp::err_not_integer()),
         },
-        "auth" if n == 2 => auth(p, s, None, a[1], requirepass),
-        "auth" if n == 3 => auth(p, s, Some(a[1]), a[2], requirepass),
-        "auth" if n > 3 => error(p, v, resp::err_syntax()),
-        "hello" => hello(p, s, a, requirepass),
-        "command" => command(p, v, a),
-        "client" if n >= 2 => client(p, s, a),
-        "config" if n >= 2 => config(p, v, a),
+        b"auth" if n == 2 => auth(p, s, None, a[1], requirepass),
+        b"auth" if n == 3 => auth(p, s, Some(a[1]), a[2], requirepass),
+        b"auth" if n > 3 => error(p, v, resp::err_syntax()),
+        b"hello" => hello(p, s, a, requirepass),
+        b"command" => command(p, v, a),
+        b"client" if n >= 2 => client(p, s, a),
+        b"config" if n >= 2 => config(p, v, a),
         // FLUSHALL/FLUSHDB [ASYNC | SYNC]: anything else is a syntax error, as in Redis.
-        "flushall" | "flushdb"
+        b"flushall" | b"flushdb"
             if n > 2
                 || (n == 2
                     && !a[1].eq_ignore_ascii_case(b"async")
@@ -48,8 +48,8 @@ pub fn plan(
         {
             error(p, v, resp::err_syntax())
         }
-        "info" | "dbsize" | "flushall" | "flushdb" => Planned::Barrier,
-        "ping" | "echo" | "select" | "auth" | "client" | "config" => arity(p, v, name),
+        b"info" | b"dbsize" | b"flushall" | b"flushdb" => Planned::Barrier,
+        b"ping" | b"echo" | b"select" | b"auth" | b"client" | b"config" => arity(p, v, name),
         _ => return None,
     })
 }
@@ -205,7 +205,7 @@ fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
             p.immediate(|o| RespWriter::new(o, v).integer(1));
             Planned::Queued
         }
-        "setname" | "setinfo" | "getname" | "id" => arity(p, v, &format!("client|{sub}")),
+        "setname" | "setinfo" | "getname" | "id" => arity(p, v, format!("client|{sub}").as_bytes()),
         _ => {
             let msg = resp::err_unknown_subcommand("CLIENT", a[1]);
             error(p, v, &msg)
@@ -272,7 +272,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             RespWriter::new(out, v).simple("OK");
         }
         "info" => {
-            let text = crate::info::info(ctx).await;
+            let text = crate::resp::info::info(ctx).await;
             RespWriter::new(out, v).bulk(text.as_bytes());
         }
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),

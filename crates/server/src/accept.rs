@@ -1,0 +1,111 @@
+//! The way in for TCP connections: the acceptor thread deals them round robin to the shards,
+//! and the shard that gets one reads its first bytes and hands it to the protocol they name:
+//! the native protocol's frames start with a non-ASCII magic byte; anything else is RESP.
+//!
+//! ```text
+//!  acceptor thread: accept ─round robin─> shard i's connection queue
+//!  shard i task:    count, limit ─> first read ─┬─ native magic ─> native::conn::serve
+//!                                               └─ otherwise    ─> resp::conn::serve
+//! ```
+//!
+//! A new protocol on the same port (memcached's text protocol starts with ASCII too, so it
+//! would rather get a port of its own) is one more arm of the sniff.
+
+use std::net::TcpListener;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+use crate::shard::{Incoming, ShardCtx};
+
+/// Bytes a connection reads at a time (both protocols).
+pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Starts the acceptor thread: every accepted connection goes to the next shard in turn,
+/// until `stop` turns true (the server wakes the blocking accept with a connection of its own).
+pub(crate) fn spawn_acceptor(
+    listener: TcpListener,
+    shards: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("acceptor".into())
+        .spawn(move || {
+            let mut next = 0usize;
+            for conn in listener.incoming() {
+                if *stop.borrow() {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    let incoming = Incoming {
+                        stream: c,
+                        authenticated: false,
+                    };
+                    let _ = shards[next % shards.len()].send(incoming);
+                    next += 1;
+                }
+            }
+        })
+}
+
+/// Serves one connection on its shard until it closes or `stop` turns true: refuses it past
+/// `connections_max`, counts it, and runs its protocol.
+pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch::Receiver<bool>) {
+    let Incoming {
+        stream,
+        authenticated,
+    } = incoming;
+    let stats = ctx.stats.clone();
+    if stats.connections.load(Ordering::Relaxed) >= ctx.cfg.connections_max {
+        stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let mut s = stream;
+        let _ = std::io::Write::write_all(&mut s, b"-ERR max number of clients reached\r\n");
+        return;
+    }
+    stats.connection_opened();
+    tracing::debug!(shard = ctx.id, peer = ?stream.peer_addr().ok(), "connection opened");
+    if stream.set_nonblocking(true).is_ok() {
+        if let Ok(s) = TcpStream::from_std(stream) {
+            let _ = s.set_nodelay(true);
+            tokio::select! {
+                _ = sniff(&ctx, s, authenticated) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+    stats.connection_closed();
+}
+
+/// Reads the first bytes and runs the protocol they belong to.
+async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool) {
+    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    match s.read_buf(&mut input).await {
+        Ok(0) | Err(_) => return,
+        Ok(_) => ctx.activity.touch(),
+    }
+    if directkv_proto::native::is_native(input[0]) {
+        crate::native::conn::serve(ctx, s, input, authenticated).await;
+    } else {
+        crate::resp::conn::serve(ctx, s, input, authenticated).await;
+    }
+}
+
+/// Writes and clears the buffered replies; false when the client did not take them within
+/// `timeout` (or the connection broke), and the connection should be dropped.
+pub(crate) async fn flush(s: &mut TcpStream, out: &mut Vec<u8>, timeout: Duration) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let ok = matches!(
+        tokio::time::timeout(timeout, s.write_all(out)).await,
+        Ok(Ok(()))
+    );
+    out.clear();
+    ok
+}

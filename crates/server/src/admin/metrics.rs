@@ -1,0 +1,152 @@
+//! Prometheus metrics over HTTP (default 127.0.0.1:7072, `GET /metrics`), served by a small
+//! blocking thread that asks every shard for its engine report over the shard queues. The
+//! counters come from `stats::COUNTERS`, the table INFO renders too.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use directkv_engine::stats::KindCounters;
+use directkv_engine::{OpKind, Report};
+use tokio::sync::{mpsc, watch};
+
+use crate::shard::{ask_all_blocking, Job};
+use crate::stats::{Reader, ServerStats, COUNTERS};
+
+/// Bytes of an HTTP request read before answering (the request line is all that matters).
+const REQUEST_BYTES_MAX: usize = 8 << 10;
+
+pub(crate) fn serve(
+    listener: TcpListener,
+    peers: Arc<Vec<mpsc::Sender<Job>>>,
+    stats: Arc<ServerStats>,
+    stop: watch::Receiver<bool>,
+) {
+    for conn in listener.incoming() {
+        if *stop.borrow() {
+            return;
+        }
+        if let Ok(c) = conn {
+            let _ = answer(c, &peers, &stats);
+        }
+    }
+}
+
+fn answer(
+    mut c: TcpStream,
+    peers: &[mpsc::Sender<Job>],
+    stats: &ServerStats,
+) -> std::io::Result<()> {
+    c.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = vec![0u8; REQUEST_BYTES_MAX];
+    let n = c.read(&mut buf)?;
+    let line = String::from_utf8_lossy(&buf[..n]);
+    let (status, body) = if line.starts_with("GET /metrics") {
+        ("200 OK", render(&reports(peers), stats))
+    } else {
+        ("404 Not Found", "try GET /metrics\n".to_string())
+    };
+    write!(
+        c,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn reports(peers: &[mpsc::Sender<Job>]) -> Vec<Report> {
+    ask_all_blocking(peers, |reply| Job::Report { reply })
+}
+
+/// The metrics text (Prometheus exposition format 0.0.4): the server-wide rows of
+/// `stats::COUNTERS`, the per-shard gauges, then the engine rows per shard (and kind).
+pub(crate) fn render(reports: &[Report], stats: &ServerStats) -> String {
+    let mut s = String::new();
+    // Server-wide values: one line each, read from the shared atomic counters.
+    for c in COUNTERS {
+        if let Reader::Server(read) = c.read {
+            header(&mut s, c.metric, c.kind.name(), c.help);
+            let _ = writeln!(s, "{} {}", c.metric, read(stats));
+        }
+    }
+    per_shard(
+        &mut s,
+        reports,
+        "directkv_keys",
+        "gauge",
+        "Keys stored, per shard.",
+        |r| r.counts.keys.to_string(),
+    );
+    per_shard(
+        &mut s,
+        reports,
+        "directkv_memory_utilization",
+        "gauge",
+        "Key and value bytes / arena bytes, per shard.",
+        |r| r.memory_utilization.to_string(),
+    );
+    // Engine counters: those with one sample per shard first, then those per shard and kind.
+    for c in COUNTERS {
+        if let Reader::Engine {
+            total,
+            per_kind: None,
+        } = c.read
+        {
+            per_shard(&mut s, reports, c.metric, c.kind.name(), c.help, |r| {
+                total(r).to_string()
+            });
+        }
+    }
+    for c in COUNTERS {
+        if let Reader::Engine {
+            per_kind: Some(value),
+            ..
+        } = c.read
+        {
+            per_kind(&mut s, reports, c.metric, c.kind.name(), c.help, value);
+        }
+    }
+    s
+}
+
+fn header(s: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// One sample per shard.
+fn per_shard(
+    s: &mut String,
+    reports: &[Report],
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&Report) -> String,
+) {
+    header(s, name, kind, help);
+    for (i, r) in reports.iter().enumerate() {
+        let _ = writeln!(s, "{name}{{shard=\"{i}\"}} {}", value(r));
+    }
+}
+
+/// One counter per shard and operation kind.
+fn per_kind(
+    s: &mut String,
+    reports: &[Report],
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&KindCounters) -> u64,
+) {
+    header(s, name, kind, help);
+    for (i, r) in reports.iter().enumerate() {
+        for k in OpKind::ALL {
+            let _ = writeln!(
+                s,
+                "{name}{{shard=\"{i}\",kind=\"{}\"}} {}",
+                k.name(),
+                value(r.stats.kind(k))
+            );
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The native protocol on a TCP connection: length-prefixed frames of many operations, answered
+//! in order (docs/protocol.md). The serve loop reads and decodes; each frame goes to its
+//! handler: `hello`, PING, `attach` (the connection moves to another shard's thread), and
+//! `ops`, where a REQUEST whose keys are all this shard's runs on the engine straight from the
+//! frame (`Local`) and any other becomes one batch per shard, like a RESP read.
+//!
+//! With `requirepass`, the client must send HELLO with the password before anything else; a
+//! connection that does not gets ERROR AuthRequired (a wrong password: AuthFailed), both
+//! flagged CLOSING, and is closed.
+
+use std::time::Duration;
+
+use directkv_engine::{ElemType, Op, OpKind, Results, Status};
+use directkv_proto::native::{
+    self, encode_response, encode_response_frame, encode_response_iter, EncodeError, ErrorCode,
+    ErrorReply, Hello, HelloReply, NativeLimits, NativeOp, Request, RequestFrame, Response,
+    ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::accept::{flush, READ_CHUNK_BYTES};
+use crate::shard::dispatch::{self, shard_of, Plan};
+use crate::shard::{Incoming, ShardCtx};
+
+/// An operation that failed before reaching the engine (its status code), or its index in the
+/// plan.
+pub(crate) enum Slot {
+    Planned(usize),
+    Failed(u8),
+}
+
+/// What the connection does after a frame.
+enum Next {
+    /// Serve the next frame.
+    Frame,
+    /// Write the replies so far and close (an error frame announced it).
+    Close,
+    /// Write the replies so far and move the connection to this shard (ATTACH).
+    Handoff(usize),
+}
+
+/// A native connection's state between frames.
+struct Conn<'c> {
+    ctx: &'c ShardCtx,
+    limits: NativeLimits,
+    authenticated: bool,
+    plan: Plan,
+    slots: Vec<Slot>,
+    local: Local,
+    out: Vec<u8>,
+}
+
+/// Serves a native connection whose first bytes `input` holds (read by `accept::sniff`);
+/// `authenticated`: it already passed HELLO on the shard that handed it over (ATTACH keeps the
+/// authentication, as a Redis user would expect).
+pub(crate) async fn serve(
+    ctx: &ShardCtx,
+    mut s: TcpStream,
+    mut input: Vec<u8>,
+    authenticated: bool,
+) {
+    let mut c = Conn {
+        ctx,
+        limits: NativeLimits {
+            key_len_max: ctx.cfg.key_len_max as u8,
+            value_len_max: ctx.cfg.value_len_max as u32,
+            ..NativeLimits::DEFAULT
+        },
+        authenticated: authenticated || ctx.cfg.requirepass.is_none(),
+        plan: Plan::new(ctx.shards()),
+        slots: Vec::new(),
+        local: Local::default(),
+        out: Vec::with_capacity(READ_CHUNK_BYTES),
+    };
+    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    // The operations of the frame being served, parsed once (by the validating pass); empty
+    // between reads, so the allocation outlives the borrows of `input`.
+    let mut parsed_store: Vec<NativeOp<'static>> = Vec::new();
+    loop {
+        let mut used = 0;
+        let mut next = Next::Frame;
+        let mut parsed = reuse(std::mem::take(&mut parsed_store));
+        loop {
+            parsed.clear();
+            match native::decode_request_ops(&input[used..], &c.limits, &mut parsed) {
+                Ok(None) => break,
+                Err(e) => {
+                    let frame = ResponseFrame {
+                        request_id: e.request_id,
+                        body: Response::Error(e.reply()),
+                    };
+                    let _ = encode_response_frame(&frame, &c.limits, &mut c.out);
+                    match e.skip {
+                        Some(n) => used += n,
+                        None => {
+                            next = Next::Close;
+                            break;
+                        }
+                    }
+                }
+                Ok(Some((frame, n))) => {
+                    used += n;
+                    next = c.frame(frame, &parsed).await;
+                    match next {
+                        Next::Frame => {}
+                        Next::Close => break,
+                        Next::Handoff(_) => {
+                            used = input.len();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        parsed_store = reuse(parsed);
+        input.drain(..used);
+        if !flush(&mut s, &mut c.out, write_timeout).await {
+            return;
+        }
+        match next {
+            Next::Handoff(target) => {
+                if let Ok(std) = s.into_std() {
+                    let _ = ctx.handoff[target].send(Incoming {
+                        stream: std,
+                        authenticated: c.authenticated,
+                    });
+                }
+                return;
+            }
+            Next::Close => return,
+            Next::Frame => {}
+        }
+        if input.len() > c.limits.frame_len_max as usize {
+            return;
+        }
+        // Into the spare capacity: no zeroing of a chunk per read.
+        input.reserve(READ_CHUNK_BYTES);
+        match s.read_buf(&mut input).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => ctx.activity.touch(),
+        }
+    }
+}
+
+impl Conn<'_> {
+    /// Answers one request frame (`parsed`: its operations, if it is a REQUEST).
+    #[inline]
+    async fn frame(&mut self, frame: RequestFrame<'_>, parsed: &[NativeOp<'_>]) -> Next {
+        let id = frame.request_id;
+        match frame.body {
+            Request::Hello(h) => self.hello(id, h),
+            _ if !self.authenticated => {
+                error_frame(&mut self.out, id, ErrorCode::AuthRequired, &self.limits);
+                Next::Close
+            }
+            Request::Ping(p) => {
+                let pong = ResponseFrame {
+                    request_id: id,
+                    body: Response::Pong(p),
+                };
+                let _ = encode_response_frame(&pong, &self.limits, &mut self.out);
+                Next::Frame
+            }
+            Request::Attach(shard) => self.attach(id, shard),
+            Request::Ops(_) => self.ops(id, parsed).await,
+        }
+    }
+
+    /// HELLO: checks the password (with `requirepass`) and answers with the limits and the
+    /// shard map.
+    fn hello(&mut self, id: u32, h: Hello<'_>) -> Next {
+        if let Some(want) = &self.ctx.cfg.requirepass {
+            self.authenticated = want.as_bytes() == h.password;
+        }
+        if !self.authenticated {
+            error_frame(&mut self.out, id, ErrorCode::AuthFailed, &self.limits);
+            return Next::Close;
+        }
+        let reply = HelloReply {
+            limits: self.limits,
+            shard_map: ShardMap {
+                hash: HASH_XXH3_64,
+                ports: vec![SHARD_PORT_ATTACH; self.ctx.shards()],
+            },
+            server_name: format!("directkv {}", env!("CARGO_PKG_VERSION")),
+        };
+        let frame = ResponseFrame {
+            request_id: id,
+            body: Response::Hello(reply),
+        };
+        let _ = encode_response_frame(&frame, &self.limits, &mut self.out);
+        Next::Frame
+    }
+
+    /// ATTACH: the connection moves to the named shard's thread once this reply is written;
+    /// the client waits for the reply before sending more. An unknown shard keeps it here.
+    fn attach(&mut self, id: u32, shard: u16) -> Next {
+        let ctx = self.ctx;
+        let target = if (shard as usize) < ctx.shards() {
+            shard as usize
+        } else {
+            ctx.id
+        };
+        let reply = ResponseFrame {
+            request_id: id,
+            body: Response::Attach(target as u16),
+        };
+        let _ = encode_response_frame(&reply, &self.limits, &mut self.out);
+        if target != ctx.id {
+            Next::Handoff(target)
+        } else {
+            Next::Frame
+        }
+    }
+
+    /// REQUEST: runs the operations on this shard's engine straight from the frame when it
+    /// owns every key (`Local`), else through the dispatch plan, one batch per shard.
+    #[inline]
+    async fn ops(&mut self, id: u32, parsed: &[NativeOp<'_>]) -> Next {
+        let ctx = self.ctx;
+        if owns_all(ctx, parsed) {
+            return match self.local.run(ctx, id, parsed, &self.limits, &mut self.out) {
+                Ok(()) => Next::Frame,
+                Err(_) => Next::Close,
+            };
+        }
+        self.plan.clear();
+        self.slots.clear();
+        for op in parsed {
+            self.slots.push(plan_op(&mut self.plan, op));
+        }
+        dispatch::execute(ctx, &mut self.plan).await;
+        let plan = &self.plan;
+        let results: Vec<ResponseOp> = self
+            .slots
+            .iter()
+            .map(|slot| match *slot {
+                Slot::Failed(status) => ResponseOp { status, data: &[] },
+                Slot::Planned(i) => {
+                    let (status, data) = plan.result(i);
+                    ResponseOp {
+                        status: status.code(),
+                        data,
+                    }
+                }
+            })
+            .collect();
+        match encode_response(id, &results, &self.limits, &mut self.out) {
+            Ok(_) => Next::Frame,
+            Err(_) => Next::Close,
+        }
+    }
+}
+
+/// Appends an ERROR frame with `code`'s fixed message that announces the close which follows.
+fn error_frame(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, limits: &NativeLimits) {
+    let frame = ResponseFrame {
+        request_id,
+        body: Response::Error(ErrorReply {
+            code: code.code(),
+            closing: true,
+            op_index: None,
+            message: code.message(),
+        }),
+    };
+    let _ = encode_response_frame(&frame, limits, out);
+}
+
+/// Translates a wire operation into an engine operation (the numbers are the same; the
+/// `protocol_mirrors` test keeps them so), or the status code of why it cannot be one.
+fn engine_op<'a>(op: &NativeOp<'a>) -> Result<Op<'a>, u8> {
+    let Some(kind) = OpKind::from_code(op.kind.code()) else {
+        return Err(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
+    };
+    let elem = ElemType::from_code(op.elem).map_err(|e| Status::Error(e).code())?;
+    Ok(Op {
+        kind,
+        key: op.key,
+        arg: op.arg,
+        arg2: op.arg2,
+        func: op.func,
+        elem,
+        no_return: op.is_no_return(),
+    })
+}
+
+/// Adds a wire operation to the plan.
+pub(crate) fn plan_op(p: &mut Plan, op: &NativeOp) -> Slot {
+    match engine_op(op) {
+        Ok(o) => Slot::Planned(p.op(&o)),
+        Err(status) => Slot::Failed(status),
+    }
+}
+
+/// The path of a REQUEST frame whose keys all belong to this connection's shard (every frame
+/// with one shard, and a shard-aware client's frames with several): its operations run on the
+/// engine borrowing the frame's bytes, and the response is encoded straight from the engine's
+/// results, with no copy of keys and values into a plan on the way in or out.
+#[derive(Default)]
+struct Local {
+    /// Engine operations of the frame; empty between frames (the borrow ends with the frame,
+    /// the allocation is reused).
+    ops: Vec<Op<'static>>,
+    /// Frame positions of operations that failed translation, and their status codes.
+    failed: Vec<(usize, u8)>,
+    results: Results,
+}
+
+/// Whether every key of `ops` belongs to this connection's shard.
+fn owns_all(ctx: &ShardCtx, ops: &[NativeOp<'_>]) -> bool {
+    let shards = ctx.shards();
+    shards == 1 || ops.iter().all(|op| shard_of(op.key, shards) == ctx.id)
+}
+
+impl Local {
+    fn run(
+        &mut self,
+        ctx: &ShardCtx,
+        id: u32,
+        batch: &[NativeOp<'_>],
+        limits: &NativeLimits,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let mut ops = reuse(std::mem::take(&mut self.ops));
+        self.failed.clear();
+        for (i, op) in batch.iter().enumerate() {
+            match engine_op(op) {
+                Ok(o) => ops.push(o),
+                Err(status) => self.failed.push((i, status)),
+            }
+        }
+        ctx.execute(&ops, &mut self.results);
+        self.ops = reuse(ops);
+        let (r, failed) = (&self.results, &self.failed);
+        let mut next_failed = failed.iter().peekable();
+        let mut done = 0usize;
+        let replies = (0..batch.len()).map(|i| match next_failed.next_if(|f| f.0 == i) {
+            Some(&(_, status)) => ResponseOp { status, data: &[] },
+            None => {
+                done += 1;
+                ResponseOp {
+                    status: r.status(done - 1).code(),
+                    data: r.data(done - 1),
+                }
+            }
+        });
+        encode_response_iter(id, replies, limits, out)
+    }
+}
+
+/// An empty vector with `v`'s allocation, for borrows of another lifetime (`T` and `U` are
+/// one type but for a lifetime).
+fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
+    debug_assert!(size_of::<T>() == size_of::<U>() && align_of::<T>() == align_of::<U>());
+    v.clear();
+    // Collecting from an emptied vector into one of the same layout reuses its allocation.
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! The native protocol (docs/protocol.md; codec in `directkv_proto::native`, shared with the
+//! client): over TCP on the server's port (`conn.rs`, told from RESP by its first byte), and
+//! over UDP on the same port number (`udp.rs`, one frame per datagram, never authenticated).
+
+pub(crate) mod conn;
+pub(crate) mod udp;

@@ -1,0 +1,224 @@
+//! One RESP connection on its shard: read, parse every complete command, run them as one
+//! batch per shard (`shard::dispatch`), write the replies in order (`reply.rs`). The commands
+//! themselves live in `cmd/`, one file per family.
+//!
+//! Backpressure: replies are written before more input is read, so a client that sends without
+//! reading fills its socket buffers and is slowed; a client that does not read its replies
+//! within `reply_write_timeout_secs` is disconnected. Input is bounded by
+//! `conn_input_bytes_max`.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use directkv_proto::resp::{self, Args, Parse, RespLimits, RespWriter, Version};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::cmd::{self, Planned, Session};
+use super::reply::{self, Pending};
+use crate::accept::{flush, READ_CHUNK_BYTES};
+use crate::shard::{dispatch, ShardCtx};
+
+/// Commands in a connection's first batch (see `conn_output_bytes_max`).
+const FIRST_BATCH_CMDS: usize = 8;
+
+/// Serves a RESP connection whose first bytes `input` holds (read by `accept::sniff`).
+pub(crate) async fn serve(
+    ctx: &ShardCtx,
+    mut s: TcpStream,
+    mut input: Vec<u8>,
+    authenticated: bool,
+) {
+    let limits = RespLimits {
+        args_max: ctx.cfg.args_max,
+        ..RespLimits::default()
+    };
+    let requirepass = ctx.cfg.requirepass.clone();
+    let mut session = Session {
+        version: Version::Resp2,
+        authenticated,
+        name: None,
+        quit: false,
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut args = Args::new();
+    let mut pending = Pending::new(ctx.shards());
+    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    // A connection's first batch is small until its reply sizes are known, so one read of
+    // commands on large values cannot buffer commands_per_batch_max large replies at once.
+    let mut batch_cmds = FIRST_BATCH_CMDS.min(ctx.cfg.commands_per_batch_max);
+    let mut reply_bytes_hint = 1usize;
+    loop {
+        let mut used = 0;
+        let mut close = false;
+        loop {
+            let before = out.len();
+            let parsed = parse_commands(
+                ctx,
+                &input[used..],
+                &limits,
+                &mut args,
+                &mut pending,
+                &mut session,
+                requirepass.as_deref(),
+                &mut out,
+                batch_cmds,
+            )
+            .await;
+            used += parsed.consumed;
+            // Size the next batch so its replies stay near conn_output_bytes_max: from the
+            // largest reply per command seen lately (it decays by half each batch).
+            if let Some(per) = (out.len() - before).checked_div(parsed.commands) {
+                reply_bytes_hint = per.max(1).max(reply_bytes_hint / 2);
+                batch_cmds = (ctx.cfg.conn_output_bytes_max / reply_bytes_hint)
+                    .clamp(1, ctx.cfg.commands_per_batch_max);
+            }
+            if out.len() >= ctx.cfg.conn_output_bytes_max
+                && !flush(&mut s, &mut out, write_timeout).await
+            {
+                return;
+            }
+            if let Some(e) = parsed.error {
+                ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(shard = ctx.id, error = %e, "closing a RESP connection after a protocol error");
+                RespWriter::new(&mut out, session.version).error(&resp::err_protocol(&e));
+                close = true;
+            }
+            if !parsed.more || close || session.quit {
+                break;
+            }
+        }
+        input.drain(..used);
+        if !flush(&mut s, &mut out, write_timeout).await {
+            return;
+        }
+        if close || session.quit {
+            return;
+        }
+        if input.len() >= ctx.cfg.conn_input_bytes_max {
+            let _ = s
+                .write_all(b"-ERR Protocol error: request larger than conn_input_bytes_max\r\n")
+                .await;
+            return;
+        }
+        // Into the spare capacity: no zeroing of a chunk per read.
+        input.reserve(READ_CHUNK_BYTES);
+        match s.read_buf(&mut input).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => ctx.activity.touch(),
+        }
+    }
+}
+
+/// Arguments of one command held on the stack while it is planned (GET, SET with options,
+/// MGET/MSET of a few keys); longer commands collect theirs into a vector.
+const ARGS_INLINE: usize = 8;
+
+struct Parsed {
+    consumed: usize,
+    commands: usize,
+    /// More complete commands may follow (the batch limit was reached).
+    more: bool,
+    error: Option<resp::ProtocolError>,
+}
+
+/// Parses up to `batch_cmds` commands, runs them, appends the replies.
+#[allow(clippy::too_many_arguments)]
+async fn parse_commands(
+    ctx: &ShardCtx,
+    buf: &[u8],
+    limits: &RespLimits,
+    args: &mut Args,
+    pending: &mut Pending,
+    session: &mut Session,
+    requirepass: Option<&str>,
+    out: &mut Vec<u8>,
+    batch_cmds: usize,
+) -> Parsed {
+    let mut used = 0;
+    let mut count = 0;
+    // Commands already added to the shard's counter.
+    let mut counted = 0;
+    let mut error = None;
+    pending.clear();
+    while count < batch_cmds {
+        match resp::parse_command(&buf[used..], limits, args) {
+            Parse::Incomplete => break,
+            Parse::Invalid(e) => {
+                error = Some(e);
+                break;
+            }
+            Parse::Complete { consumed } => {
+                let cmd_bytes = &buf[used..used + consumed];
+                used += consumed;
+                let command = args.command(cmd_bytes);
+                if command.is_empty() {
+                    continue;
+                }
+                count += 1;
+                // Arguments as slices: on the stack for the usual few, else in a vector.
+                let mut inline: [&[u8]; ARGS_INLINE] = [&[]; ARGS_INLINE];
+                let many: Vec<&[u8]>;
+                let a: &[&[u8]] = if command.len() <= ARGS_INLINE {
+                    for (slot, arg) in inline.iter_mut().zip(command.iter()) {
+                        *slot = arg;
+                    }
+                    &inline[..command.len()]
+                } else {
+                    many = command.iter().collect();
+                    &many
+                };
+                let version = session.version;
+                match cmd::plan(pending, session, a, requirepass) {
+                    // HELLO switched the protocol: the replies planned before it (its own is
+                    // already encoded) are rendered in the protocol they were asked in.
+                    Planned::Queued if session.version != version => {
+                        run(ctx, pending, version, out).await;
+                        pending.clear();
+                    }
+                    Planned::Queued => {}
+                    Planned::Barrier => {
+                        run(ctx, pending, session.version, out).await;
+                        pending.clear();
+                        // INFO and the other barriers see every command before them (and
+                        // themselves), as when each was counted on arrival.
+                        counted = count_commands(ctx, count, counted);
+                        cmd::server::barrier(ctx, session.version, a, out).await;
+                    }
+                }
+                if session.quit {
+                    break;
+                }
+            }
+        }
+    }
+    run(ctx, pending, session.version, out).await;
+    count_commands(ctx, count, counted);
+    Parsed {
+        consumed: used,
+        commands: count,
+        more: count == batch_cmds,
+        error,
+    }
+}
+
+/// Adds the commands parsed since the last call (`count - counted`) to the shard's counter and
+/// returns the new `counted`: once per read and barrier instead of an atomic add per command.
+fn count_commands(ctx: &ShardCtx, count: usize, counted: usize) -> usize {
+    if count > counted {
+        ctx.stats
+            .commands
+            .fetch_add((count - counted) as u64, Ordering::Relaxed);
+    }
+    count
+}
+
+/// Executes the pending operations (local shard directly, others over their queues) and
+/// renders every reply in order.
+async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
+    if p.is_empty() {
+        return;
+    }
+    dispatch::execute(ctx, &mut p.plan).await;
+    reply::render(p, v, out);
+}

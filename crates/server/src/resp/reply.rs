@@ -1,0 +1,197 @@
+//! A RESP read's worth of commands planned, and their replies rendered in order: each
+//! command's operations go into the protocol-neutral `dispatch::Plan`, and its reply is a
+//! [`Recipe`] that says how to make it from those operations' results (or bytes encoded at
+//! once, for PING and argument errors).
+//!
+//! ```text
+//!  commands ──cmd::plan──> Pending { dispatch::Plan, recipes, immediate bytes }
+//!           ──dispatch::execute──> per-shard Results ──render (recipes)──> RESP bytes
+//! ```
+
+use directkv_engine::{ElemType, Op, Status};
+use directkv_proto::resp::{RespWriter, Version};
+
+use super::cmd;
+use crate::shard::dispatch::Plan;
+
+/// How a command's reply is made from the results of its operations (`first`, `n`: indices in
+/// the pending operation list).
+#[derive(Debug, Clone)]
+pub(crate) enum Recipe {
+    /// Bytes already encoded (PING, errors found while parsing arguments, ...).
+    Immediate { start: usize, end: usize },
+    /// `+OK` (or the operation's error).
+    Ok { op: usize },
+    /// The value, or null.
+    Bulk { op: usize },
+    /// `+OK`, or null when a conditional put did not apply.
+    OkOrNull { op: usize },
+    /// The number of operations that found their key (DEL, EXISTS).
+    CountFound { first: usize, n: usize },
+    /// An array of values or nulls (MGET).
+    Values { first: usize, n: usize },
+    /// `+OK` after several puts (MSET).
+    AllOk { first: usize, n: usize },
+    /// A decimal-string result as an integer (INCR family).
+    DecimalInt { op: usize },
+    /// The data as a bulk string (INCRBYFLOAT).
+    Data { op: usize },
+    /// A u64 LE result as an integer (APPEND).
+    U64 { op: usize },
+    /// The length of the value, 0 if missing (STRLEN).
+    Len { op: usize },
+    /// One element decoded as a number (DKV.UPDATE, DKV.REDUCE).
+    Number { op: usize, elem: ElemType },
+    /// Elements decoded as numbers (DKV.VGET, DKV.UPDATEV, DKV.FILTER).
+    Numbers { op: usize, elem: ElemType },
+    /// `[1|0, current value]` (DKV.CAS).
+    Cas { op: usize },
+}
+
+/// The commands of one batch: their operations, grouped by shard, and their reply recipes.
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub(crate) plan: Plan,
+    pub(crate) recipes: Vec<Recipe>,
+    immediate: Vec<u8>,
+}
+
+impl Pending {
+    pub(crate) fn new(shards: usize) -> Pending {
+        Pending {
+            plan: Plan::new(shards),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.recipes.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.plan.clear();
+        self.recipes.clear();
+        self.immediate.clear();
+    }
+
+    /// Adds an operation; returns its index in the plan.
+    #[inline]
+    pub(crate) fn op(&mut self, op: &Op) -> usize {
+        self.plan.op(op)
+    }
+
+    /// The index the next operation will get.
+    pub(crate) fn next_op(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// Adds a reply encoded now; `write` appends its bytes.
+    pub(crate) fn immediate(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.immediate.len();
+        write(&mut self.immediate);
+        self.recipes.push(Recipe::Immediate {
+            start,
+            end: self.immediate.len(),
+        });
+    }
+
+    /// Status and data of planned operation `op`, once its shard's batch ran.
+    #[inline]
+    fn result(&self, op: usize) -> (Status, &[u8]) {
+        self.plan.result(op)
+    }
+}
+
+/// Renders every reply of `p` in order, in protocol version `v`.
+pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
+    for r in &p.recipes {
+        if let Recipe::Immediate { start, end } = *r {
+            out.extend_from_slice(&p.immediate[start..end]);
+            continue;
+        }
+        let mut w = RespWriter::new(out, v);
+        match *r {
+            Recipe::Immediate { .. } => unreachable!("written above"),
+            Recipe::Ok { op } => match p.result(op).0 {
+                Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                _ => w.simple("OK"),
+            },
+            Recipe::Bulk { op } | Recipe::Data { op } => match p.result(op) {
+                (Status::Ok, d) => w.bulk(d),
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::OkOrNull { op } => match p.result(op).0 {
+                Status::Ok => w.simple("OK"),
+                Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::CountFound { first, n } => {
+                let found = (first..first + n)
+                    .filter(|&i| p.result(i).0 == Status::Ok)
+                    .count();
+                w.integer(found as i64)
+            }
+            Recipe::Values { first, n } => {
+                w.array_len(n);
+                for i in first..first + n {
+                    match p.result(i) {
+                        (Status::Ok, d) => w.bulk(d),
+                        _ => w.null(),
+                    }
+                }
+            }
+            Recipe::AllOk { first, n } => match (first..first + n)
+                .map(|i| p.result(i).0)
+                .find(|s| matches!(s, Status::Error(_)))
+            {
+                Some(Status::Error(e)) => w.error(&cmd::op_error_text(&e)),
+                _ => w.simple("OK"),
+            },
+            Recipe::DecimalInt { op } => match p.result(op) {
+                (Status::Ok, d) => w.integer(cmd::parse_int(d).unwrap_or(0)),
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::U64 { op } => match p.result(op) {
+                (Status::Ok, d) if d.len() == 8 => {
+                    w.integer(u64::from_le_bytes(d.try_into().expect("8 bytes")) as i64)
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.integer(0),
+            },
+            Recipe::Len { op } => match p.result(op) {
+                (Status::Ok, d) => w.integer(d.len() as i64),
+                _ => w.integer(0),
+            },
+            Recipe::Number { op, elem } => match p.result(op) {
+                (Status::Ok, d) if d.len() == elem.width() => {
+                    w.bulk(cmd::dkv::decode_number(elem, d).as_bytes())
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                _ => w.null(),
+            },
+            Recipe::Numbers { op, elem } => match p.result(op) {
+                (Status::Ok, d) if d.len() % elem.width() == 0 => {
+                    w.array_len(d.len() / elem.width());
+                    for e in d.chunks_exact(elem.width()) {
+                        w.bulk(cmd::dkv::decode_number(elem, e).as_bytes());
+                    }
+                }
+                (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
+                (Status::Ok, _) => w.error("ERR value is not a vector of that element type"),
+                _ => w.null_array(),
+            },
+            Recipe::Cas { op } => {
+                let (status, d) = p.result(op);
+                if let Status::Error(e) = status {
+                    w.error(&cmd::op_error_text(&e));
+                } else {
+                    w.array_len(2);
+                    w.integer(i64::from(status == Status::Ok));
+                    w.bulk(d);
+                }
+            }
+        }
+    }
+}

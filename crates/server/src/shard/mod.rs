@@ -1,0 +1,268 @@
+//! Shard threads: one per core, each pinned, each owning one engine and running a
+//! single-threaded tokio runtime for the connections and services assigned to it.
+//!
+//! ```text
+//!   acceptor ──round robin──> shard 0 ┌ connections (tasks) ──local ops──> ShardCtx::execute ─> engine 0
+//!                             shard 1 │        └──other shards' ops──> bounded queue ─┐
+//!                               ...   ├ job task <──────────────────── from peers ────┘
+//!                                     └ shard tasks (e.g. OCSM's batched-shard path)
+//! ```
+//!
+//! A connection's operations on keys of its own shard run on the engine directly; the rest go
+//! to their shards as one batch per shard per read (`dispatch.rs`), and the replies come back
+//! over a oneshot. Engines are never shared: no locks on the data path.
+//!
+//! The engine is private to this module: [`ShardCtx::execute`] is the one door every operation
+//! of every protocol goes through, and [`ShardCtx::flush`] the one that empties it. Services
+//! that live on a shard's thread are [`ShardTask`]s handed over at spawn, so adding one (an
+//! expiry sweeper, a persistence log writer) needs no edit here.
+
+pub(crate) mod batch;
+pub(crate) mod busy_poll;
+pub(crate) mod dispatch;
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use directkv_engine::{Engine, EngineConfig, Op, Results};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::ServerConfig;
+use crate::stats::ServerStats;
+use batch::OwnedBatch;
+
+/// A connection for a shard to serve: a new one from the acceptor, or one another shard hands
+/// over after a native ATTACH (its authentication travels with it).
+pub(crate) struct Incoming {
+    pub(crate) stream: std::net::TcpStream,
+    /// The connection already authenticated (HELLO with the right password) on its old shard.
+    pub(crate) authenticated: bool,
+}
+
+/// Work sent to a shard by another shard, or by a thread outside the shards.
+pub(crate) enum Job {
+    /// Run `batch` into `results` (the sender's buffer, reused) and send both back.
+    Execute {
+        batch: OwnedBatch,
+        results: Results,
+        reply: oneshot::Sender<(OwnedBatch, Results)>,
+    },
+    /// Number of keys stored.
+    Count { reply: oneshot::Sender<u64> },
+    /// Remove every key.
+    Flush { reply: oneshot::Sender<()> },
+    /// Memory utilization and a few counters for INFO and /metrics.
+    Report {
+        reply: oneshot::Sender<directkv_engine::Report>,
+    },
+}
+
+/// A service that lives on a shard's thread next to its connections: given the shard's
+/// context, it returns the future the shard spawns as a local task (it may use
+/// `dispatch::execute`, so its own keys run with no thread hop).
+pub(crate) type ShardTask =
+    Box<dyn FnOnce(Rc<ShardCtx>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// What every task of a shard shares.
+pub(crate) struct ShardCtx {
+    pub(crate) id: usize,
+    /// Private: reached only through `execute`, `keys`, `report` and `flush`.
+    engine: RefCell<Engine>,
+    engine_cfg: EngineConfig,
+    pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
+    /// Every shard's connection queue, for ATTACH.
+    pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
+    pub(crate) cfg: Arc<ServerConfig>,
+    pub(crate) stats: Arc<ServerStats>,
+    pub(crate) started: std::time::Instant,
+    /// Requests read by this shard, for its busy poller.
+    pub(crate) activity: busy_poll::Activity,
+}
+
+impl ShardCtx {
+    pub(crate) fn shards(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Runs `ops` on this shard's engine into `results`: THE one call of `Engine::execute` in
+    /// the server. Every operation of every protocol (RESP, native TCP and UDP, OCSM, and
+    /// batches forwarded from other shards) passes here, on the thread that owns the engine.
+    /// A feature that must see every operation or every write (an expiry sweeper's clock, a
+    /// persistence log, replication) hooks in here, once.
+    #[inline]
+    pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
+        self.engine.borrow_mut().execute(ops, results);
+    }
+
+    /// Keys stored in this shard.
+    pub(crate) fn keys(&self) -> u64 {
+        self.engine.borrow().counts().keys
+    }
+
+    /// This shard's engine report (memory, counters).
+    pub(crate) fn report(&self) -> directkv_engine::Report {
+        self.engine.borrow().report()
+    }
+
+    /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
+    /// through `execute`, and the second place a persistence log must hook in.
+    pub(crate) fn flush(&self) {
+        let fresh = Engine::new(self.engine_cfg.clone())
+            .expect("the same configuration worked at start-up");
+        *self.engine.borrow_mut() = fresh;
+    }
+}
+
+pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
+    let mut e = EngineConfig::with_memory(
+        (cfg.memory_bytes / shards).max(directkv_engine::engine::MEMORY_BYTES_MIN),
+    );
+    e.key_len_max = cfg.key_len_max;
+    e.value_len_max = cfg.value_len_max;
+    e.expected_kv_bytes = cfg.expected_kv_bytes;
+    e.target_utilization = cfg.target_utilization;
+    e
+}
+
+/// Everything a shard thread starts from.
+pub(crate) struct ShardSpawn {
+    pub(crate) id: usize,
+    pub(crate) engine: Engine,
+    pub(crate) engine_cfg: EngineConfig,
+    pub(crate) conns: mpsc::UnboundedReceiver<Incoming>,
+    /// Every shard's connection queue, for ATTACH.
+    pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
+    pub(crate) jobs: mpsc::Receiver<Job>,
+    pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
+    pub(crate) cfg: Arc<ServerConfig>,
+    pub(crate) stats: Arc<ServerStats>,
+    pub(crate) stop: watch::Receiver<bool>,
+    /// Services to run on this shard's thread besides its connections and job queue.
+    pub(crate) tasks: Vec<ShardTask>,
+}
+
+/// Runs a shard until `stop` turns true.
+pub(crate) fn run(s: ShardSpawn) {
+    // Best effort: a process restricted by `taskset` to fewer CPUs than shards shares them.
+    directkv_sys::cpu::pin_current_thread_to_nth_allowed(s.id);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let local = tokio::task::LocalSet::new();
+    let ShardSpawn {
+        id,
+        engine,
+        engine_cfg,
+        mut conns,
+        handoff,
+        jobs,
+        peers,
+        cfg,
+        stats,
+        mut stop,
+        tasks,
+    } = s;
+    local.block_on(&rt, async move {
+        let ctx = Rc::new(ShardCtx {
+            id,
+            engine: RefCell::new(engine),
+            engine_cfg,
+            peers,
+            handoff,
+            cfg,
+            stats,
+            started: std::time::Instant::now(),
+            activity: Default::default(),
+        });
+        tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
+        if ctx.cfg.busy_poll_us > 0 {
+            let ctx = ctx.clone();
+            let window = std::time::Duration::from_micros(ctx.cfg.busy_poll_us);
+            tokio::task::spawn_local(async move {
+                busy_poll::run(&ctx.activity, window, &ctx.stats).await
+            });
+        }
+        for task in tasks {
+            tokio::task::spawn_local(task(ctx.clone()));
+        }
+        loop {
+            tokio::select! {
+                conn = conns.recv() => match conn {
+                    Some(incoming) => {
+                        let ctx = ctx.clone();
+                        let stop = stop.clone();
+                        tokio::task::spawn_local(async move {
+                            crate::accept::serve(ctx, incoming, stop).await;
+                        });
+                    }
+                    None => break,
+                },
+                _ = stop.changed() => break,
+            }
+        }
+    });
+}
+
+async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
+    while let Some(job) = jobs.recv().await {
+        ctx.activity.touch();
+        match job {
+            Job::Execute {
+                batch,
+                mut results,
+                reply,
+            } => {
+                ctx.execute(&batch.ops(), &mut results);
+                let _ = reply.send((batch, results));
+            }
+            Job::Count { reply } => {
+                let _ = reply.send(ctx.keys());
+            }
+            Job::Flush { reply } => {
+                ctx.flush();
+                let _ = reply.send(());
+            }
+            Job::Report { reply } => {
+                let _ = reply.send(ctx.report());
+            }
+        }
+    }
+}
+
+/// Asks every shard (including this one, through its own queue) and collects the answers.
+pub(crate) async fn ask_all<T>(ctx: &ShardCtx, make: impl Fn(oneshot::Sender<T>) -> Job) -> Vec<T> {
+    let mut waits = Vec::with_capacity(ctx.shards());
+    for peer in ctx.peers.iter() {
+        let (tx, rx) = oneshot::channel();
+        if peer.send(make(tx)).await.is_ok() {
+            waits.push(rx);
+        }
+    }
+    let mut out = Vec::with_capacity(waits.len());
+    for w in waits {
+        if let Ok(v) = w.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Asks every shard from a thread outside the shards (the metrics thread) and collects the
+/// answers of those that replied.
+pub(crate) fn ask_all_blocking<T>(
+    peers: &[mpsc::Sender<Job>],
+    make: impl Fn(oneshot::Sender<T>) -> Job,
+) -> Vec<T> {
+    peers
+        .iter()
+        .filter_map(|p| {
+            let (tx, rx) = oneshot::channel();
+            p.blocking_send(make(tx)).ok()?;
+            rx.blocking_recv().ok()
+        })
+        .collect()
+}

@@ -1,0 +1,374 @@
+//! The server's counters, and [`COUNTERS`]: the one table that lists them. INFO
+//! (`resp/info.rs`) and Prometheus /metrics (`admin/metrics.rs`) both render from it, so a new
+//! counter is one field here and one row in the table, and cannot appear in one and not the
+//! other (a test over real sockets checks every row in both).
+//!
+//! ```text
+//!  ServerStats (atomics, shared by every thread) ──┐
+//!  engine Reports (asked from every shard)  ───────┼──> COUNTERS rows ──┬─> INFO  `name:value`
+//!                                                  │   (section, names, │
+//!                                                  │    help, kind,     └─> /metrics lines
+//!                                                  │    reader)
+//! ```
+//!
+//! Rows read either a server-wide atomic or an engine counter; the latter are one sum in INFO
+//! and one sample per shard (and per operation kind) in /metrics. Values that are not counters
+//! (versions, uptime, memory, keyspace, configuration) stay in the renderers.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use directkv_engine::stats::KindCounters;
+use directkv_engine::Report;
+
+/// Counters shared by all threads of a server.
+#[derive(Debug, Default)]
+pub(crate) struct ServerStats {
+    pub(crate) connections: AtomicUsize,
+    pub(crate) connections_total: AtomicU64,
+    pub(crate) commands: AtomicU64,
+    pub(crate) rejected_connections: AtomicU64,
+    pub(crate) protocol_errors: AtomicU64,
+    /// Batches a connection's shard sent to another shard's queue (a client that is not
+    /// shard-aware, or RESP): zero while every client routes by the shard map.
+    pub(crate) forwarded_batches: AtomicU64,
+    /// Operations in those batches.
+    pub(crate) forwarded_ops: AtomicU64,
+    /// Zero-timeout polls of the shards' busy pollers (added when a poller parks).
+    pub(crate) busy_polls: AtomicU64,
+    /// Times a shard's poller parked after `busy_poll_us` without a request.
+    pub(crate) busy_poll_sleeps: AtomicU64,
+    pub(crate) ocsm: OcsmStats,
+}
+
+impl ServerStats {
+    pub(crate) fn connection_opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        self.connections_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_closed(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// OCSM counters (all paths).
+#[derive(Debug, Default)]
+pub struct OcsmStats {
+    pub datagrams: AtomicU64,
+    pub messages: AtomicU64,
+    /// Datagrams refused (answered with an error datagram, or dropped when too short).
+    pub errors: AtomicU64,
+    /// Bursts the batched path received (datagrams / bursts = mean burst size).
+    pub bursts: AtomicU64,
+    /// Segmented (GSO) sends of the batched paths, each several replies to one sender.
+    pub segmented_sends: AtomicU64,
+}
+
+/// Prometheus metric type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// Where a row's value comes from.
+#[derive(Clone, Copy)]
+pub(crate) enum Reader {
+    /// A server-wide atomic.
+    Server(fn(&ServerStats) -> u64),
+    /// An engine counter of each shard: INFO shows the sum over the shards; /metrics one
+    /// sample per shard, or per shard and operation kind when `per_kind` is given.
+    Engine {
+        total: fn(&Report) -> u64,
+        per_kind: Option<fn(&KindCounters) -> u64>,
+    },
+}
+
+/// One counter: its INFO section and field, its metric, and how to read it.
+pub(crate) struct Counter {
+    /// INFO section (`# Clients`, ...) the field is listed in.
+    pub(crate) section: &'static str,
+    /// INFO field name.
+    pub(crate) info: &'static str,
+    /// Prometheus metric name.
+    pub(crate) metric: &'static str,
+    pub(crate) kind: Kind,
+    /// Prometheus HELP text.
+    pub(crate) help: &'static str,
+    pub(crate) read: Reader,
+}
+
+impl Counter {
+    /// The INFO value: the atomic, or the sum over `reports`.
+    pub(crate) fn info_value(&self, stats: &ServerStats, reports: &[Report]) -> u64 {
+        match self.read {
+            Reader::Server(read) => read(stats),
+            Reader::Engine { total, .. } => reports.iter().map(total).sum(),
+        }
+    }
+}
+
+const fn server(
+    section: &'static str,
+    info: &'static str,
+    metric: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: fn(&ServerStats) -> u64,
+) -> Counter {
+    Counter {
+        section,
+        info,
+        metric,
+        kind,
+        help,
+        read: Reader::Server(read),
+    }
+}
+
+/// Every counter, in INFO order within each section.
+pub(crate) const COUNTERS: &[Counter] = &[
+    server(
+        "Clients",
+        "connected_clients",
+        "directkv_connections",
+        Kind::Gauge,
+        "Open client connections.",
+        |s| s.connections.load(Ordering::Relaxed) as u64,
+    ),
+    server(
+        "Clients",
+        "total_connections_received",
+        "directkv_connections_received_total",
+        Kind::Counter,
+        "Client connections accepted since start-up.",
+        |s| s.connections_total.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "rejected_connections",
+        "directkv_rejected_connections_total",
+        Kind::Counter,
+        "Client connections refused at connections_max.",
+        |s| s.rejected_connections.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "total_commands_processed",
+        "directkv_commands_total",
+        Kind::Counter,
+        "RESP commands processed.",
+        |s| s.commands.load(Ordering::Relaxed),
+    ),
+    Counter {
+        section: "Stats",
+        info: "engine_ops",
+        metric: "directkv_engine_ops_total",
+        kind: Kind::Counter,
+        help: "Engine operations by kind.",
+        read: Reader::Engine {
+            total: |r| r.stats.total().ops,
+            per_kind: Some(|c| c.ops),
+        },
+    },
+    Counter {
+        section: "Stats",
+        info: "engine_forwarded_ops",
+        metric: "directkv_engine_forwarded_total",
+        kind: Kind::Counter,
+        help: "Operations served by data forwarding.",
+        read: Reader::Engine {
+            total: |r| r.stats.forwarded,
+            per_kind: None,
+        },
+    },
+    Counter {
+        section: "Stats",
+        info: "engine_memory_accesses",
+        metric: "directkv_engine_memory_accesses_total",
+        kind: Kind::Counter,
+        help: "Buckets and records read or written, by kind.",
+        read: Reader::Engine {
+            total: |r| r.stats.total().accesses(),
+            per_kind: Some(|c| c.accesses()),
+        },
+    },
+    server(
+        "Stats",
+        "protocol_errors",
+        "directkv_protocol_errors_total",
+        Kind::Counter,
+        "Connections closed for malformed input.",
+        |s| s.protocol_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Forwarding",
+        "forwarded_batches",
+        "directkv_forwarded_batches_total",
+        Kind::Counter,
+        "Batches sent to another shard's thread (cross-shard hops).",
+        |s| s.forwarded_batches.load(Ordering::Relaxed),
+    ),
+    server(
+        "Forwarding",
+        "forwarded_ops",
+        "directkv_forwarded_ops_total",
+        Kind::Counter,
+        "Operations in batches sent to another shard's thread.",
+        |s| s.forwarded_ops.load(Ordering::Relaxed),
+    ),
+    server(
+        "OCSM",
+        "ocsm_datagrams",
+        "directkv_ocsm_datagrams_total",
+        Kind::Counter,
+        "OCSM datagrams received.",
+        |s| s.ocsm.datagrams.load(Ordering::Relaxed),
+    ),
+    server(
+        "OCSM",
+        "ocsm_messages",
+        "directkv_ocsm_messages_total",
+        Kind::Counter,
+        "OCSM messages executed.",
+        |s| s.ocsm.messages.load(Ordering::Relaxed),
+    ),
+    server(
+        "OCSM",
+        "ocsm_errors",
+        "directkv_ocsm_errors_total",
+        Kind::Counter,
+        "OCSM datagrams refused.",
+        |s| s.ocsm.errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "OCSM",
+        "ocsm_bursts",
+        "directkv_ocsm_bursts_total",
+        Kind::Counter,
+        "recvmmsg bursts (batched path).",
+        |s| s.ocsm.bursts.load(Ordering::Relaxed),
+    ),
+    server(
+        "OCSM",
+        "ocsm_segmented_sends",
+        "directkv_ocsm_segmented_sends_total",
+        Kind::Counter,
+        "Segmented (UDP GSO) sends of several replies to one sender (batched paths).",
+        |s| s.ocsm.segmented_sends.load(Ordering::Relaxed),
+    ),
+    server(
+        "Busy polling",
+        "busy_polls",
+        "directkv_busy_polls_total",
+        Kind::Counter,
+        "Zero-timeout socket polls of the shards' busy pollers (counted when a poller parks).",
+        |s| s.busy_polls.load(Ordering::Relaxed),
+    ),
+    server(
+        "Busy polling",
+        "busy_poll_sleeps",
+        "directkv_busy_poll_sleeps_total",
+        Kind::Counter,
+        "Times a shard stopped busy polling after busy_poll_us without a request.",
+        |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
+    ),
+];
+
+/// The rows of INFO section `section`, in order.
+pub(crate) fn section(section: &'static str) -> impl Iterator<Item = &'static Counter> {
+    COUNTERS.iter().filter(move |c| c.section == section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_metrics_are_prefixed() {
+        for (i, a) in COUNTERS.iter().enumerate() {
+            assert!(a.metric.starts_with("directkv_"), "{}", a.metric);
+            assert_eq!(
+                a.kind == Kind::Counter,
+                a.metric.ends_with("_total"),
+                "{}",
+                a.metric
+            );
+            for b in &COUNTERS[i + 1..] {
+                assert!(a.info != b.info && a.metric != b.metric, "{}", a.info);
+            }
+        }
+    }
+
+    /// INFO over RESP from a running server.
+    fn info_over_resp(addr: std::net::SocketAddr) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.write_all(b"*1\r\n$4\r\nINFO\r\n").unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = c.read(&mut chunk).unwrap();
+            assert!(n > 0, "the server closed before the INFO reply ended");
+            buf.extend_from_slice(&chunk[..n]);
+            // A bulk string: `$len\r\n` then len bytes and `\r\n`.
+            if let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
+                let len: usize = std::str::from_utf8(&buf[1..eol]).unwrap().parse().unwrap();
+                if buf.len() >= eol + 2 + len + 2 {
+                    return String::from_utf8(buf[eol + 2..eol + 2 + len].to_vec()).unwrap();
+                }
+            }
+        }
+    }
+
+    /// /metrics over HTTP from a running server.
+    fn metrics_over_http(addr: std::net::SocketAddr) -> String {
+        use std::io::{Read, Write};
+        let mut h = std::net::TcpStream::connect(addr).unwrap();
+        h.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        h.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        text
+    }
+
+    #[test]
+    fn every_counter_appears_in_info_and_in_metrics() {
+        let srv = crate::Server::start(crate::ServerConfig {
+            port: 0,
+            metrics_port: Some(0),
+            shards: 2,
+            memory_bytes: 32 << 20,
+            ..crate::ServerConfig::default()
+        })
+        .expect("server starts");
+        let info = info_over_resp(srv.addr());
+        let metrics = metrics_over_http(srv.metrics_addr().unwrap());
+        for c in COUNTERS {
+            let field = format!("\r\n{}:", c.info);
+            assert!(info.contains(&field), "INFO lacks {}:\n{info}", c.info);
+            let help = format!("# HELP {} {}\n", c.metric, c.help);
+            let kind = format!("# TYPE {} {}\n", c.metric, c.kind.name());
+            assert!(metrics.contains(&help), "/metrics lacks {help}{metrics}");
+            assert!(metrics.contains(&kind), "/metrics lacks {kind}{metrics}");
+            let sample = metrics.lines().any(|l| {
+                l.strip_prefix(c.metric)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            });
+            assert!(sample, "/metrics has no sample of {}:\n{metrics}", c.metric);
+        }
+        srv.stop();
+    }
+}

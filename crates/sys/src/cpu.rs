@@ -1,0 +1,93 @@
+//! The calling thread's CPU placement and priority, and the kernel's clock tick and page size.
+//!
+//! Pinning is best effort everywhere: a refusal (a CPU outside the process's allowed set, a
+//! container without the capability) leaves the thread where the scheduler puts it, and the
+//! caller only loses locality.
+
+/// CPUs the calling thread may run on (its affinity mask, e.g. narrowed by `taskset`), in
+/// increasing order; empty if the kernel does not say.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data for which all-zero is the empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into `allowed`.
+    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut allowed) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads bit `c` of the set, `c` < CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+        .collect()
+}
+
+/// Pins the calling thread to `cpu`; false if the kernel refused (or `cpu` is out of range).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: all-zero is the empty cpu_set_t.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes bit `cpu` of the set, checked above to be inside it.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: sched_setaffinity reads size_of::<cpu_set_t>() bytes from the live set.
+    unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &one) == 0 }
+}
+
+/// Pins the calling thread to the `index`-th CPU it may run on, wrapping around (a process
+/// restricted by `taskset` to fewer CPUs than threads shares them); false if not pinned.
+pub fn pin_current_thread_to_nth_allowed(index: usize) -> bool {
+    let cpus = allowed_cpus();
+    if cpus.is_empty() {
+        return false;
+    }
+    pin_current_thread(cpus[index % cpus.len()])
+}
+
+/// Sets the calling thread's nice value; false if the kernel refused.
+pub fn set_nice(nice: i32) -> bool {
+    // SAFETY: setpriority has no memory effects; who = 0 is the calling thread.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
+}
+
+/// Clock ticks per second of the CPU times in `/proc` (`_SC_CLK_TCK`), at least 1.
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    hz.max(1) as u64
+}
+
+/// Bytes of a memory page.
+pub fn page_bytes() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    page.max(1) as usize
+}
+
+/// Physical memory not in use right now, in bytes (`_SC_AVPHYS_PAGES` pages); 0 if unknown.
+pub fn available_physical_bytes() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let pages = unsafe { libc::sysconf(libc::_SC_AVPHYS_PAGES) };
+    (pages.max(0) as u64).saturating_mul(page_bytes() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_can_be_pinned_to_a_cpu_it_may_use() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        let ok = std::thread::spawn(|| pin_current_thread_to_nth_allowed(1))
+            .join()
+            .unwrap();
+        assert!(ok);
+        assert!(!pin_current_thread(usize::MAX));
+    }
+
+    #[test]
+    fn clock_and_page_sizes_are_sane() {
+        assert!(clock_ticks_per_sec() >= 1);
+        assert!(page_bytes().is_power_of_two());
+    }
+}
