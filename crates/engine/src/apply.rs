@@ -31,6 +31,7 @@ pub(crate) enum Effect {
 
 /// Applies one operation to the current value `cur` (None = missing). Appends the operation's
 /// reply data to `out` unless it is "no return". Pure: the caller stores the effect.
+#[inline]
 pub(crate) fn apply(
     reg: &FunctionRegistry,
     op: &Op,
@@ -92,6 +93,7 @@ pub(crate) fn apply(
 }
 
 /// The Redis-style string operations: the new value goes to `scratch`.
+#[inline]
 fn apply_string(
     op: &Op,
     cur: Option<&[u8]>,
@@ -120,6 +122,7 @@ fn apply_string(
     (Status::Ok, Effect::SetScratch)
 }
 
+#[inline]
 fn apply_vector(
     reg: &FunctionRegistry,
     op: &Op,
@@ -151,6 +154,7 @@ fn apply_vector(
 }
 
 /// Checks an operation against the limits before it enters the pipeline.
+#[inline]
 pub(crate) fn validate(op: &Op, limits: &Limits) -> Result<(), crate::OpError> {
     use crate::OpError;
     let klen = op.key.len();

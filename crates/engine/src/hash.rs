@@ -33,7 +33,7 @@ pub const BUCKET_BITS: u32 = 32;
 /// First bit and width of the secondary hash stored in pointer slots.
 pub const SECONDARY_SHIFT: u32 = 32;
 pub const SECONDARY_HASH_BITS: u32 = 9;
-/// First bit and width of the reservation-station slot.
+/// First bit and width of the reservation-station slot (a "station slot").
 pub const STATION_SHIFT: u32 = 41;
 pub const STATION_BITS: u32 = 10;
 /// First bit and width of the shard part (used by the server and the client, not the engine).

@@ -5,7 +5,7 @@
 //!  hash = xxh3_64(key)
 //!   bits  0..32  bucket index (multiply-shift onto bucket_count)
 //!   bits 32..41  secondary hash stored in pointer slots
-//!   bits 41..51  reservation-station slot (pipeline)
+//!   bits 41..51  reservation-station slot (pipeline; `hash.rs` holds the partition)
 //!   bits 52..64  shard (server), so every part of the hash is independent of the others
 //!
 //!  main bucket ──chain──> bucket from slab (64 B) ──chain──> ...

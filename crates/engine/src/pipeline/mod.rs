@@ -233,7 +233,7 @@ impl Pipeline<'_> {
             }
             self.station.clear();
             if free_gets {
-                self.station.write_station_slots = [0; STATION_SLOTS / 64];
+                self.station.write_slots = [0; STATION_SLOTS / 64];
             }
             base = cut;
         }
@@ -253,9 +253,9 @@ impl Pipeline<'_> {
             // Invalid keys are rejected in stage 2; do not hash what may be huge.
             let too_long = klen > key_len_max;
             let h = if too_long { 0 } else { key_hash(op.key) };
-            let slot = &mut self.station.ring[p & RING_MASK];
-            slot.hash = h;
-            slot.same_key = false;
+            let entry = &mut self.station.ring[p & RING_MASK];
+            entry.hash = h;
+            entry.same_key = false;
             if p < PREFETCH_AHEAD {
                 self.table.prefetch_bucket(h);
             }
@@ -286,9 +286,9 @@ impl Pipeline<'_> {
                 break;
             }
             gets += usize::from(op.kind == OpKind::Get);
-            let slot = &mut self.station.ring[(p + n) & RING_MASK];
-            slot.hash = h;
-            slot.same_key = true;
+            let entry = &mut self.station.ring[(p + n) & RING_MASK];
+            entry.hash = h;
+            entry.same_key = true;
             n += 1;
         }
         (n, gets)

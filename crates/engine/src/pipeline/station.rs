@@ -1,9 +1,9 @@
 //! The in-flight ring and the reservation station, and stage 2, which fills them.
 //!
 //! ```text
-//!  ring[WINDOW_MAX]  one RingEntry per ring position: op index, hash, run length, follower list
-//!  station_heads[1024]   per station slot (hash bits 41..51): the window's leaders, chained
-//!                        through RingEntry::station_next
+//!  ring[WINDOW_MAX]  one RingEntry per ring position: op index, hash, run length, followers
+//!  heads[1024]       per station slot (hash bits 41..51): the window's leaders with that slot,
+//!                    chained through RingEntry::station_next
 //!  leader ──follow_next──> follower ──follow_next──> follower      (follow_tail: the last)
 //! ```
 //!
@@ -25,7 +25,7 @@ pub(super) struct RingEntry {
     pub(super) hash: u64,
     /// Index of the operation in the batch.
     pub(super) op: u32,
-    /// Next leader in the same reservation-station slot.
+    /// Next leader in the same station slot.
     pub(super) station_next: u32,
     /// How many operations this entry stands for: `op`, `op + 1`, ... on the same key, one
     /// after the other in the batch (a run, e.g. a hot counter's increments), executed in turn.
@@ -54,18 +54,21 @@ const FREE_ENTRY: RingEntry = RingEntry {
 pub(crate) struct Station {
     pub(super) window: usize,
     pub(super) ring: Box<[RingEntry; WINDOW_MAX]>,
-    pub(super) station_heads: Box<[u32; STATION_SLOTS]>,
-    /// Reservation-station slots in use in this window, cleared when it retires.
-    pub(super) station_slots_used: Vec<u16>,
+    /// Per station slot, the last leader that entered it (its list goes on through
+    /// `RingEntry::station_next`), or `NONE`.
+    pub(super) heads: Box<[u32; STATION_SLOTS]>,
+    /// Station slots in use in this window, cleared when it retires.
+    pub(super) slots_used: Vec<u16>,
     /// Ring positions of a read-only window whose GET needs more than the main bucket.
     pub(super) deferred: Box<[u32; WINDOW_MAX]>,
     /// Ring positions of the window's leaders in request order (stage 2 fills it): stage 3
     /// visits only these, and prefetches a distance in leaders, not in positions.
     pub(super) leaders: Box<[u32; WINDOW_MAX]>,
     pub(super) leaders_len: usize,
-    /// Reservation-station slots of the window's writes (bit per slot), set by stage 1: a GET
-    /// whose slot is clear here has no write to its key in the window.
-    pub(super) write_station_slots: [u64; STATION_SLOTS / 64],
+    /// Station slots of the window's writes (a bit per station slot), set after stage 1
+    /// (`mark_write_station_slots`): a GET whose station slot is clear here has no write to
+    /// its key in the window.
+    pub(super) write_slots: [u64; STATION_SLOTS / 64],
     /// Ring positions of the window's GETs that no write in it can affect (stage 2 fills it).
     pub(super) free: Box<[u32; WINDOW_MAX]>,
     pub(super) free_len: usize,
@@ -80,12 +83,12 @@ impl Station {
         Station {
             window,
             ring: Box::new([FREE_ENTRY; WINDOW_MAX]),
-            station_heads: Box::new([NONE; STATION_SLOTS]),
-            station_slots_used: Vec::with_capacity(WINDOW_MAX),
+            heads: Box::new([NONE; STATION_SLOTS]),
+            slots_used: Vec::with_capacity(WINDOW_MAX),
             deferred: Box::new([0; WINDOW_MAX]),
             leaders: Box::new([0; WINDOW_MAX]),
             leaders_len: 0,
-            write_station_slots: [0; STATION_SLOTS / 64],
+            write_slots: [0; STATION_SLOTS / 64],
             free: Box::new([0; WINDOW_MAX]),
             free_len: 0,
         }
@@ -93,16 +96,16 @@ impl Station {
 
     /// Empties the reservation station once every operation of the window has retired.
     pub(super) fn clear(&mut self) {
-        for &slot in &self.station_slots_used {
-            self.station_heads[slot as usize] = NONE;
+        for &slot in &self.slots_used {
+            self.heads[slot as usize] = NONE;
         }
-        self.station_slots_used.clear();
+        self.slots_used.clear();
         self.free_len = 0;
     }
 
     #[inline(always)]
-    pub(super) fn writes_to_station_slot(&self, slot: usize) -> bool {
-        (self.write_station_slots[slot / 64] >> (slot % 64)) & 1 == 1
+    pub(super) fn writes_to_slot(&self, slot: usize) -> bool {
+        (self.write_slots[slot / 64] >> (slot % 64)) & 1 == 1
     }
 }
 
@@ -146,13 +149,13 @@ impl GroupCursor {
 }
 
 impl Pipeline<'_> {
-    /// Marks the reservation-station slots of the window's writes in `station.write_station_slots`.
+    /// Marks the station slots of the window's writes in `station.write_slots`.
     #[inline(always)]
     pub(super) fn mark_write_station_slots(&mut self, ops: &[Op], base: usize, end: usize) {
         for (p, op) in ops[base..end].iter().enumerate() {
             if op.kind.writes() {
                 let rs = station_slot(self.station.ring[p & RING_MASK].hash);
-                self.station.write_station_slots[rs / 64] |= 1 << (rs % 64);
+                self.station.write_slots[rs / 64] |= 1 << (rs % 64);
             }
         }
     }
@@ -191,7 +194,7 @@ impl Pipeline<'_> {
                 && op.kind == OpKind::Get
                 && !self
                     .station
-                    .writes_to_station_slot(station_slot(self.station.ring[p].hash))
+                    .writes_to_slot(station_slot(self.station.ring[p].hash))
             {
                 // No write of the window is to this key: it goes the read-only way (and so
                 // does any GET of its key after it, which makes the same test).
@@ -225,7 +228,7 @@ impl Pipeline<'_> {
             let slot = station_slot(h);
             let mut l = if same_key { prev_leader } else { NONE };
             if l == NONE {
-                l = self.station.station_heads[slot];
+                l = self.station.heads[slot];
                 while l != NONE {
                     let lu = l as usize & RING_MASK;
                     if self.station.ring[lu].hash == h
@@ -263,11 +266,11 @@ impl Pipeline<'_> {
             prev_leader = p as u32;
             self.station.leaders[nl] = p as u32;
             nl += 1;
-            s.station_next = self.station.station_heads[slot];
+            s.station_next = self.station.heads[slot];
             if s.station_next == NONE {
-                self.station.station_slots_used.push(slot as u16);
+                self.station.slots_used.push(slot as u16);
             }
-            self.station.station_heads[slot] = p as u32;
+            self.station.heads[slot] = p as u32;
         }
         self.station.leaders_len = nl;
         end
