@@ -11,12 +11,25 @@
 //!                            ops: atomic and vector functions by id (built-in and user)
 //! ```
 //!
+//! Files, from the leaves (`hash.rs`, `simd.rs`: they call nothing in the crate) to the door:
+//!
+//! ```text
+//!   hash.rs      the key hash and its bit partition: bucket, secondary hash, station slot, shard
+//!   simd.rs      byte matching for the bucket search; CPU detection for the wide build
+//!   error.rs op.rs ops/   errors; Op, Results; function ids (ops/ids.rs), built-in and user
+//!                functions, element types
+//!   apply.rs     what one operation does to one value (the file to edit to add an operation)
+//!   arena.rs slab/ index/   the one mapping; the allocator; the hash table (index/bucket.rs)
+//!   pipeline/    batches: windows, the reservation station, the station-free roads, retiring
+//!   config.rs stats.rs engine.rs   configuration and tuning; counters; `Engine`, the one door
+//! ```
+//!
 //! Goals: about one memory access per GET and two per PUT for inline key-values; many cache
 //! misses in flight per core; hot keys served by data forwarding; no system allocation on the
 //! hot path; out of memory is an error that leaves the store unchanged.
 //! Non-goals: I/O, async, protocols, threads (the server runs one engine per shard thread).
 
-// The public API is what is re-exported below, plus four modules whose paths other crates use:
+// The public API is what is re-exported below, plus five modules whose paths other crates use:
 // `engine` (MEMORY_BYTES_MIN), `hash` (the key hash and its bit partition), `ops` (function ids,
 // element types, user functions), `stats` (the counters) and `strings` (the number parsing the
 // RESP server shares). Everything else is private to the crate.
