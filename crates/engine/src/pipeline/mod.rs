@@ -155,7 +155,7 @@ impl Pipeline<'_> {
 
     /// [`Pipeline::execute`] compiled for x86-64-v3 (AVX2, BMI1/2, LZCNT, POPCNT): the whole
     /// data path is inlined here, so the bucket search, hashing and bit scans use the wider
-    /// instructions. Callers check the CPU has them ([`wide_cpu`]).
+    /// instructions. Callers check the CPU has them ([`crate::simd::wide_cpu`]).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
     pub(crate) fn execute_wide(&mut self, ops: &[Op], out: &mut Results) {
