@@ -76,10 +76,6 @@ impl Arena {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn base(&self) -> *mut u8 {
         self.base.as_ptr()
     }

@@ -33,6 +33,13 @@ pub enum ExecMode {
     Stall,
 }
 
+/// Limits checked where operations enter the engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub key_len_max: usize,
+    pub value_len_max: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Arena bytes (index + slab), at most 64 GiB.

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use crate::arena::{Arena, ARENA_ALIGN_BYTES};
-use crate::config::{tune, EngineConfig, ExecMode, WINDOW_MAX};
+use crate::config::{tune, EngineConfig, ExecMode, Limits, WINDOW_MAX};
 use crate::error::OpError;
 use crate::index::{record, Access, Table, TableCounts};
 use crate::op::{Op, Results, Status};
 use crate::ops::{ElemType, FunctionRegistry};
-use crate::pipeline::{Limits, Pipeline, Station};
+use crate::pipeline::{Pipeline, Station};
 use crate::slab::{class_for_size, SlabAllocator, SlabConfig, SlabStats, SLAB_UNIT_BYTES};
 use crate::stats::Stats;
 
@@ -44,9 +44,10 @@ pub struct Engine {
     registry: Arc<FunctionRegistry>,
     stats: Stats,
     station: Station,
-    fwd: Vec<u8>,
+    /// A group's value while the pipeline forwards it between the group's operations.
+    forwarded: Vec<u8>,
     scratch: Vec<u8>,
-    acc: Access,
+    access: Access,
     limits: Limits,
     mode: ExecMode,
     index_bytes: usize,
@@ -131,15 +132,15 @@ impl Engine {
             stats: Stats::default(),
             // A power-of-two ring lets positions be masks instead of divisions.
             station: Station::new(cfg.window.next_power_of_two()),
-            fwd: Vec::with_capacity(cfg.value_len_max),
+            forwarded: Vec::with_capacity(cfg.value_len_max),
             scratch: Vec::with_capacity(cfg.value_len_max),
-            acc: Access::default(),
+            access: Access::default(),
             limits: Limits {
                 key_len_max: cfg.key_len_max,
                 value_len_max: cfg.value_len_max,
             },
             mode: cfg.mode,
-            wide: crate::pipeline::wide_cpu(),
+            wide: crate::simd::wide_cpu(),
             index_bytes,
         })
     }
@@ -148,12 +149,12 @@ impl Engine {
     pub fn execute(&mut self, ops: &[Op], out: &mut Results) {
         let mut p = Pipeline {
             table: &mut self.table,
-            reg: &self.registry,
+            registry: &self.registry,
             stats: &mut self.stats,
-            st: &mut self.station,
-            fwd: &mut self.fwd,
+            station: &mut self.station,
+            forwarded: &mut self.forwarded,
             scratch: &mut self.scratch,
-            acc: &mut self.acc,
+            access: &mut self.access,
             limits: self.limits,
             stall: self.mode == ExecMode::Stall,
         };
@@ -175,7 +176,7 @@ impl Engine {
     /// Runs the baseline x86-64 build of the pipeline even on a CPU that has the wider
     /// instructions (tests compare both builds; `wide == true` on a CPU without them is ignored).
     pub fn set_wide_code(&mut self, wide: bool) {
-        self.wide = wide && crate::pipeline::wide_cpu();
+        self.wide = wide && crate::simd::wide_cpu();
     }
 
     pub fn set_mode(&mut self, mode: ExecMode) {

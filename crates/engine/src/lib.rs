@@ -11,26 +11,49 @@
 //!                            ops: atomic and vector functions by id (built-in and user)
 //! ```
 //!
+//! Files, from the leaves (`hash.rs`, `simd.rs`: they call nothing in the crate) to the door:
+//!
+//! ```text
+//!   hash.rs      the key hash and its bit partition: bucket, secondary hash, station slot, shard
+//!   simd.rs      byte matching for the bucket search; CPU detection for the wide build
+//!   error.rs op.rs ops/   errors; Op, Results; function ids (ops/ids.rs), built-in and user
+//!                functions, element types
+//!   apply.rs     what one operation does to one value (the file to edit to add an operation)
+//!   arena.rs slab/ index/   the one mapping; the allocator; the hash table (index/bucket.rs)
+//!   pipeline/    batches: windows, the reservation station, the station-free roads, retiring
+//!   config.rs stats.rs engine.rs   configuration and tuning; counters; `Engine`, the one door
+//! ```
+//!
 //! Goals: about one memory access per GET and two per PUT for inline key-values; many cache
 //! misses in flight per core; hot keys served by data forwarding; no system allocation on the
 //! hot path; out of memory is an error that leaves the store unchanged.
 //! Non-goals: I/O, async, protocols, threads (the server runs one engine per shard thread).
 
-pub mod arena;
-pub mod config;
+// The public API is what is re-exported below, plus five modules whose paths other crates use:
+// `engine` (MEMORY_BYTES_MIN), `hash` (the key hash and its bit partition), `ops` (function ids,
+// element types, user functions), `stats` (the counters) and `strings` (the number parsing the
+// RESP server shares). Everything else is private to the crate.
+mod apply;
+mod arena;
+mod config;
 pub mod engine;
-pub mod error;
-pub mod index;
-pub mod op;
+mod error;
+pub mod hash;
+mod index;
+mod op;
 pub mod ops;
-pub mod pipeline;
-pub mod slab;
+mod pipeline;
+mod simd;
+mod slab;
 pub mod stats;
 pub mod strings;
 
-pub use config::{tune, EngineConfig, ExecMode, Tuning};
-pub use engine::{Engine, EngineError, Report};
+pub use config::{tune, EngineConfig, ExecMode, Limits, Tuning};
+pub use engine::{Engine, EngineError, Report, MEMORY_BYTES_MIN};
 pub use error::OpError;
-pub use op::{Op, OpKind, Results, Status};
+pub use hash::key_hash;
+pub use index::TableCounts;
+pub use op::{Op, OpKind, OpResult, Results, Status, OP_KIND_COUNT};
 pub use ops::{ElemType, FunctionKind, FunctionRegistry, UserFunction};
-pub use pipeline::key_hash;
+pub use slab::SlabStats;
+pub use stats::{KindCounters, Stats};

@@ -272,7 +272,7 @@ fn inline_threshold_boundary() {
 
 #[test]
 fn secondary_hash_collisions_compare_full_keys() {
-    use directkv_engine::index::secondary_hash;
+    use directkv_engine::hash::secondary_hash;
     use directkv_engine::key_hash;
     use std::collections::HashMap;
     // Everything in records, tiny index: many keys share a bucket, some share the secondary hash.

@@ -9,7 +9,7 @@
 //!
 //! metadata bits   0..50   bitmap, one bit per slot byte: marks the LAST byte of an inline key
 //!                         and the LAST byte of its value (one bit only when the value is empty)
-//!                50..80   ten 3-bit slot codes (slot s at bit 50 + 3s), see `SlotCode`
+//!                50..80   ten 3-bit slot codes (slot s at bit 50 + 3s), see `code`
 //!                80..111  31-bit pointer to the next chained bucket, in 32-byte units
 //!                    111  chain valid bit
 //!
@@ -33,14 +33,16 @@
 //! 0.47; packed, a bucket holds 3 (48 of 50 bytes). Sizes that are a multiple of 5 are stored
 //! exactly as before. BENCHMARKS.md ("Byte-packed inline key-values") has the measurements.
 
+use crate::simd::{Baseline, ByteMatch};
+
 /// Hash slots per bucket.
 pub const SLOTS: usize = 10;
 /// Bytes per hash slot.
 pub const SLOT_BYTES: usize = 5;
 /// Bytes of slot space, the most an inline key-value can occupy.
 pub const INLINE_BYTES_MAX: usize = SLOTS * SLOT_BYTES;
-/// Bits of the secondary hash stored in pointer slots.
-pub const SECONDARY_HASH_BITS: u32 = 9;
+/// Bits of the secondary hash stored in pointer slots (the hash partition is `hash.rs`'s).
+pub use crate::hash::SECONDARY_HASH_BITS;
 /// Bits of a pointer (in 32-byte units).
 pub const POINTER_BITS: u32 = 31;
 pub const POINTER_MAX: u32 = (1 << POINTER_BITS) - 1;
@@ -52,11 +54,13 @@ const META_BYTES: usize = 64 - INLINE_BYTES_MAX;
 
 /// What a slot holds (3 bits).
 pub mod code {
+    #[cfg_attr(not(test), allow(dead_code))] // the code of a zeroed slot: never written by name
     pub const EMPTY: u8 = 0;
     pub const INLINE_START: u8 = 1;
     pub const INLINE_CONT: u8 = 2;
     /// Codes 3..=6: pointer to a record of slab class 0..=3 (32..256 bytes) with a 2-byte header.
     pub const PTR_SMALL_FIRST: u8 = 3;
+    #[allow(dead_code)] // the range's end, for the reader: `is_pointer` needs only its start
     pub const PTR_SMALL_LAST: u8 = 6;
     /// Pointer to a record of class >= 4 (512 bytes and up) whose header carries the class.
     pub const PTR_LARGE: u8 = 7;
@@ -179,12 +183,6 @@ impl std::fmt::Debug for Bucket {
             .finish()
     }
 }
-
-/// Slots needed by an inline key-value of `kv_len` bytes.
-pub const fn inline_slots(kv_len: usize) -> usize {
-    kv_len.div_ceil(SLOT_BYTES)
-}
-
 impl Bucket {
     /// The whole 112-bit metadata as one number (tests compare the word accessors with it).
     #[cfg(test)]
@@ -520,102 +518,6 @@ impl Bucket {
         let kept = codes & !(((1u32 << (3 * (slot + 1))) - 1) & !((1u32 << (3 * first)) - 1));
         self.set_codes(kept | (moving << 3));
     }
-}
-
-/// How a bucket search compares one byte against all 64 bytes of a bucket: bit p of the result
-/// is set when byte p equals `b`. [`Baseline`] works on every CPU; [`Avx2`] is two 32-byte
-/// compares where the CPU has AVX2, and only code compiled for AVX2 (the pipeline's wide
-/// build) can make one.
-pub trait ByteMatch: Copy {
-    /// Code using this matcher may run x86-64-v3 instructions (AVX2, BMI1/2, LZCNT, POPCNT):
-    /// true only for [`Avx2`], whose values exist only in the pipeline's wide build, which
-    /// runs where the CPU has them all.
-    const WIDE: bool = false;
-    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64;
-}
-
-/// SSE2 (part of x86-64) or plain code elsewhere.
-#[derive(Clone, Copy, Debug)]
-pub struct Baseline;
-
-impl ByteMatch for Baseline {
-    #[inline(always)]
-    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::{
-                __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-            };
-            let p = bytes.as_ptr().cast::<__m128i>();
-            let mut m = 0u64;
-            // SAFETY: SSE2 is part of x86_64; the four 16-byte loads cover exactly the 64 bytes.
-            // (Buckets are 64-byte aligned, so these unaligned loads are aligned in practice.)
-            unsafe {
-                let needle = _mm_set1_epi8(b as i8);
-                for i in 0..4 {
-                    let eq = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(i)), needle);
-                    m |= u64::from(_mm_movemask_epi8(eq) as u16) << (16 * i);
-                }
-            }
-            m
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            bytes
-                .iter()
-                .enumerate()
-                .fold(0u64, |m, (i, &x)| m | (u64::from(x == b) << i))
-        }
-    }
-}
-
-/// Proof that the CPU has AVX2 (a value exists only where it does).
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy, Debug)]
-pub struct Avx2(());
-
-#[cfg(target_arch = "x86_64")]
-impl Avx2 {
-    /// `Some` where the CPU has AVX2 and the rest of x86-64-v3 that the wide build uses
-    /// (see [`ByteMatch::WIDE`]).
-    pub fn detect() -> Option<Avx2> {
-        crate::pipeline::wide_cpu().then_some(Avx2(()))
-    }
-
-    /// # Safety
-    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT (e.g. the caller is compiled with
-    /// them as target features).
-    #[inline(always)]
-    pub unsafe fn new_unchecked() -> Avx2 {
-        Avx2(())
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl ByteMatch for Avx2 {
-    const WIDE: bool = true;
-    #[inline(always)]
-    fn bytes_equal(self, bytes: &[u8; 64], b: u8) -> u64 {
-        // SAFETY: an Avx2 value exists only where the CPU has AVX2.
-        unsafe { avx2_bytes_equal(bytes, b) }
-    }
-}
-
-/// Inlined into callers compiled for AVX2 (the pipeline's wide build); a call elsewhere.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn avx2_bytes_equal(bytes: &[u8; 64], b: u8) -> u64 {
-    use core::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
-    };
-    let p = bytes.as_ptr().cast::<__m256i>();
-    let needle = _mm256_set1_epi8(b as i8);
-    // SAFETY: the two 32-byte loads cover exactly the 64 bytes.
-    let (lo, hi) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
-    let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, needle)) as u32;
-    let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, needle)) as u32;
-    u64::from(lo) | (u64::from(hi) << 32)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //!  hash = xxh3_64(key)
 //!   bits  0..32  bucket index (multiply-shift onto bucket_count)
 //!   bits 32..41  secondary hash stored in pointer slots
-//!   bits 41..51  reservation-station slot (pipeline)
+//!   bits 41..51  reservation-station slot (pipeline; `hash.rs` holds the partition)
 //!   bits 52..64  shard (server), so every part of the hash is independent of the others
 //!
 //!  main bucket ──chain──> bucket from slab (64 B) ──chain──> ...
@@ -26,8 +26,10 @@ pub mod record;
 
 use crate::arena::Arena;
 use crate::error::OpError;
+use crate::hash::{bucket_bits, secondary_hash};
+use crate::simd::ByteMatch;
 use crate::slab::{class_size_bytes, SlabAllocator, SLAB_UNIT_BYTES};
-use bucket::{code, Bucket, ByteMatch, INLINE_BYTES_MAX};
+use bucket::{code, Bucket, INLINE_BYTES_MAX};
 
 /// Slab class of a chained bucket (64 bytes).
 const CHAIN_CLASS: u8 = 1;
@@ -38,12 +40,6 @@ const NO_BUCKET: usize = usize::MAX;
 const LINE_BYTES: usize = 64;
 /// Lines of a large record prefetched ahead of its lookup.
 const RECORD_PREFETCH_LINES_MAX: usize = 4;
-
-/// The slot a hash's secondary hash occupies.
-#[inline(always)]
-pub fn secondary_hash(h: u64) -> u16 {
-    ((h >> 32) & 0x1ff) as u16
-}
 
 /// Where a key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,14 +69,6 @@ pub enum LocKind {
     },
 }
 
-impl Loc {
-    pub fn value_len(&self) -> usize {
-        match self.kind {
-            LocKind::Inline { vlen, .. } | LocKind::Record { vlen, .. } => vlen,
-        }
-    }
-}
-
 /// What the main bucket alone says about a key (`Table::probe_main`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MainProbe<'a> {
@@ -96,7 +84,7 @@ pub enum MainProbe<'a> {
 /// the hash scaled to the bucket count (no modulo).
 #[inline(always)]
 fn main_offset(h: u64, bucket_count: u64) -> usize {
-    (((h & 0xffff_ffff) * bucket_count) >> 32) as usize * LINE_BYTES
+    ((bucket_bits(h) * bucket_count) >> 32) as usize * LINE_BYTES
 }
 
 /// The main buckets of a [`Table`], read-only: what stage 1's prefetch and the GET fast path
@@ -292,11 +280,6 @@ impl Table {
     pub fn arena(&self) -> &Arena {
         &self.arena
     }
-
-    pub fn bucket_count(&self) -> u64 {
-        self.bucket_count
-    }
-
     pub fn inline_threshold(&self) -> usize {
         self.inline_threshold
     }

@@ -1,9 +1,11 @@
-//! Atomic and vector operations: element types, built-in functions by id, user functions.
-pub mod builtin;
-pub mod elem;
+//! Atomic and vector operations: element types, function ids, built-in functions, user functions.
+mod builtin;
+mod elem;
+mod ids;
 pub(crate) mod kernel;
-pub mod registry;
+mod registry;
 
 pub use builtin::*;
-pub use elem::ElemType;
-pub use registry::{FunctionKind, FunctionRegistry, RegistryError, UserFunction};
+pub use elem::*;
+pub use ids::*;
+pub use registry::{FunctionRegistry, RegistryError, UserFunction};

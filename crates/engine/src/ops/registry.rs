@@ -13,20 +13,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::builtin::{builtin_kind, USER_FUNCTION_ID_MIN};
 use super::elem::ElemType;
+use super::ids::{builtin_kind, FunctionKind, USER_FUNCTION_ID_MIN};
 use crate::error::OpError;
-
-/// Which public operation a function can be used with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FunctionKind {
-    /// `update_scalar2scalar`, `update_scalar2vector`, `update_vector2vector`.
-    Update,
-    /// `reduce`.
-    Reduce,
-    /// `filter`.
-    Filter,
-}
 
 /// A function registered under an id by the embedder. Implement the one method that matches
 /// `kind()`; the engine never calls the others.
@@ -151,7 +140,7 @@ impl fmt::Debug for FunctionRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::builtin::{FN_ADD, FN_EQ, FN_SUM};
+    use crate::ops::ids::{FN_ADD, FN_EQ, FN_SUM};
 
     struct Named(&'static str, FunctionKind);
 
