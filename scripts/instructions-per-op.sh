@@ -80,11 +80,12 @@ M=${3:-16M}
 OUT=$(mktemp /tmp/callgrind.XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 valgrind --tool=callgrind --callgrind-out-file="$OUT" \
-    --toggle-collect='*engine_bench::measure*' \
+    --toggle-collect='*engine_bench::measure*' --toggle-collect='*engine::run::measure*' \
     "$BIN" bench engine --workload "$W" --memory "$M" --seconds 3 --runs 1 --json >/dev/null 2>&1
-# The engine's execute is called once per batch from `measure`.
+# The engine's execute is called once per batch from `measure` (`engine::run::measure` since
+# issue 18's restructure, `engine_bench::measure` before: both, so older builds still compare).
 read -r EXEC BATCHES < <(callgrind_annotate --inclusive=yes --tree=calling "$OUT" 2>/dev/null |
-    grep -A40 '\* .*engine_bench::measure ' |
+    grep -E -A40 '\* .*(engine_bench|engine::run)::measure ' |
     sed -n 's/^ *\([0-9,]*\) .*\(execute[a-z_]*\) (\([0-9,]*\)x).*/\1 \3/p' | head -1 | tr -d ,)
 TOTAL=$(callgrind_annotate "$OUT" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 BATCH=1024

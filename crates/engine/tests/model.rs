@@ -42,10 +42,9 @@ use directkv_engine::ops::{
 use directkv_engine::{
     ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
 };
+use directkv_testkit::model::{self, Bytes, Eff, Limits, Outcome, OwnedOp, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
-
-type Store = HashMap<Vec<u8>, Vec<u8>>;
 
 /// The engine's default key limit, and the value limit every configuration here sets.
 const KEY_LEN_MAX: usize = 250;
@@ -176,83 +175,6 @@ impl std::fmt::Debug for AOp {
 // ---------------------------------------------------------------------------------------------
 // Concrete operations.
 
-#[derive(Clone)]
-struct OwnedOp {
-    kind: OpKind,
-    key: Vec<u8>,
-    arg: Vec<u8>,
-    arg2: Vec<u8>,
-    func: u16,
-    elem: ElemType,
-    no_return: bool,
-}
-
-impl OwnedOp {
-    fn new(kind: OpKind, key: &[u8]) -> OwnedOp {
-        OwnedOp {
-            kind,
-            key: key.to_vec(),
-            arg: vec![],
-            arg2: vec![],
-            func: 0,
-            elem: ElemType::U8,
-            no_return: false,
-        }
-    }
-
-    fn with(mut self, func: u16, elem: ElemType, arg: Vec<u8>) -> OwnedOp {
-        self.func = func;
-        self.elem = elem;
-        self.arg = arg;
-        self
-    }
-
-    fn as_op(&self) -> Op<'_> {
-        Op {
-            kind: self.kind,
-            key: &self.key,
-            arg: &self.arg,
-            arg2: &self.arg2,
-            func: self.func,
-            elem: self.elem,
-            no_return: self.no_return,
-        }
-    }
-}
-
-/// Short bytes in full, long ones as length and prefix, so failure messages stay readable.
-#[derive(PartialEq)]
-struct Bytes<'a>(&'a [u8]);
-
-impl std::fmt::Debug for Bytes<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.len() <= 16 {
-            write!(f, "{:?}", self.0)
-        } else {
-            write!(f, "{} bytes {:?}..", self.0.len(), &self.0[..8])
-        }
-    }
-}
-
-impl std::fmt::Debug for OwnedOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}(key {:?}", self.kind, Bytes(&self.key))?;
-        if !matches!(self.kind, OpKind::Get | OpKind::Delete) {
-            write!(f, ", arg {:?}", Bytes(&self.arg))?;
-        }
-        if self.kind == OpKind::Cas {
-            write!(f, ", arg2 {:?}", Bytes(&self.arg2))?;
-        }
-        if self.kind as u8 >= OpKind::UpdateS2S as u8 {
-            write!(f, ", func {}, {:?}", self.func, self.elem)?;
-        }
-        if self.no_return {
-            write!(f, ", no_return")?;
-        }
-        write!(f, ")")
-    }
-}
-
 /// The keys of a case: the first `hot` are the small key space, the rest fillers.
 struct Keys {
     all: Vec<Vec<u8>>,
@@ -337,7 +259,7 @@ fn materialize(a: &AOp, key: &[u8], cur: Option<&[u8]>) -> OwnedOp {
                     arg: b"v".to_vec(),
                     ..OwnedOp::new(OpKind::Put, b"")
                 },
-                Bad::LongKey => OwnedOp::new(OpKind::Get, &[b'k'; KEY_LEN_MAX + 1]),
+                Bad::LongKey => OwnedOp::new(OpKind::Get, [b'k'; KEY_LEN_MAX + 1]),
                 Bad::LargeValue => OwnedOp {
                     arg: vec![0; VALUE_LEN_MAX + 1],
                     ..OwnedOp::new(OpKind::Put, key)
@@ -365,269 +287,17 @@ fn materialize(a: &AOp, key: &[u8], cur: Option<&[u8]>) -> OwnedOp {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The model: SPEC section 1 for unsigned element types, written without the engine's code.
+// The model: SPEC section 1 for unsigned element types, written without the engine's code, is
+// `directkv_testkit::model`, shared with the `engine_model` fuzz target.
 
-#[derive(Debug, Clone, PartialEq)]
-enum Eff {
-    Keep,
-    Set(Vec<u8>),
-    Delete,
-}
-
-#[derive(Debug)]
-struct Outcome {
-    status: Status,
-    reply: Vec<u8>,
-    eff: Eff,
-}
-
-#[derive(PartialEq)]
-enum FnKind {
-    Update,
-    Reduce,
-    Filter,
-}
-
-fn resolve(func: u16, want: FnKind) -> Result<(), OpError> {
-    let kind = match func {
-        0..=12 => FnKind::Update,
-        32..=36 => FnKind::Reduce,
-        64..=70 => FnKind::Filter,
-        _ => return Err(OpError::UnknownFunction(func)),
-    };
-    if kind != want {
-        return Err(OpError::WrongFunctionKind(func));
-    }
-    Ok(())
-}
-
-fn width(e: ElemType) -> usize {
-    match e {
-        ElemType::U8 => 1,
-        ElemType::U16 => 2,
-        ElemType::U32 => 4,
-        ElemType::U64 => 8,
-        other => panic!("the model covers unsigned element types only, not {other:?}"),
-    }
-}
-
-fn load(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a[..b.len()].copy_from_slice(b);
-    u64::from_le_bytes(a)
-}
-
-fn mask(w: usize) -> u64 {
-    if w == 8 {
-        u64::MAX
-    } else {
-        (1u64 << (8 * w)) - 1
-    }
-}
-
-fn update_elem(func: u16, a: u64, d: u64, w: usize) -> u64 {
-    let r = match func {
-        FN_ADD => a.wrapping_add(d),
-        FN_SUB => a.wrapping_sub(d),
-        FN_XOR => a ^ d,
-        FN_MAX => a.max(d),
-        FN_SWAP => d,
-        _ => panic!("the model does not implement update function {func}"),
-    };
-    r & mask(w)
-}
-
-fn elems(len: usize, w: usize) -> Result<(), OpError> {
-    if !len.is_multiple_of(w) {
-        return Err(OpError::WrongWidth { len, width: w });
-    }
-    Ok(())
-}
-
-fn scalar(len: usize, w: usize) -> Result<(), OpError> {
-    if len != w {
-        return Err(OpError::WrongWidth { len, width: w });
-    }
-    Ok(())
-}
-
-/// `deltas` is one element (broadcast) or one per element of `cur`.
-fn map(func: u16, w: usize, cur: &[u8], deltas: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(cur.len());
-    for (i, c) in cur.chunks_exact(w).enumerate() {
-        let d = if deltas.len() == w {
-            deltas
-        } else {
-            &deltas[i * w..(i + 1) * w]
-        };
-        out.extend_from_slice(&update_elem(func, load(c), load(d), w).to_le_bytes()[..w]);
-    }
-    out
-}
+/// What the model checks: the engine's default key limit and the value limit set here.
+const LIMITS: Limits = Limits {
+    key_len_max: KEY_LEN_MAX,
+    value_len_max: VALUE_LEN_MAX,
+};
 
 fn model_apply(cur: Option<&[u8]>, op: &OwnedOp) -> Outcome {
-    match model_apply_inner(cur, op) {
-        Ok((status, mut reply, eff)) => {
-            if op.no_return {
-                reply.clear();
-            }
-            Outcome { status, reply, eff }
-        }
-        Err(e) => Outcome {
-            status: Status::Error(e),
-            reply: vec![],
-            eff: Eff::Keep,
-        },
-    }
-}
-
-fn model_apply_inner(cur: Option<&[u8]>, op: &OwnedOp) -> Result<(Status, Vec<u8>, Eff), OpError> {
-    if op.key.is_empty() {
-        return Err(OpError::KeyEmpty);
-    }
-    if op.key.len() > KEY_LEN_MAX {
-        return Err(OpError::KeyTooLong {
-            len: op.key.len(),
-            max: KEY_LEN_MAX,
-        });
-    }
-    let value_len = match op.kind {
-        OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
-        OpKind::Cas => op.arg2.len(),
-        _ => 0,
-    };
-    if value_len > VALUE_LEN_MAX {
-        return Err(OpError::ValueTooLarge {
-            len: value_len,
-            max: VALUE_LEN_MAX,
-        });
-    }
-    let set = || Eff::Set(op.arg.clone());
-    Ok(match op.kind {
-        OpKind::Get => match cur {
-            Some(v) => (Status::Ok, v.to_vec(), Eff::Keep),
-            None => (Status::NotFound, vec![], Eff::Keep),
-        },
-        OpKind::Put => (Status::Ok, vec![], set()),
-        OpKind::PutNx if cur.is_some() => (Status::NotStored, vec![], Eff::Keep),
-        OpKind::PutXx if cur.is_none() => (Status::NotStored, vec![], Eff::Keep),
-        OpKind::PutNx | OpKind::PutXx => (Status::Ok, vec![], set()),
-        OpKind::Delete if cur.is_some() => (Status::Ok, vec![], Eff::Delete),
-        OpKind::Delete => (Status::NotFound, vec![], Eff::Keep),
-        OpKind::Cas => {
-            let matches = match cur {
-                Some(v) => v == op.arg,
-                None => op.arg.is_empty(),
-            };
-            let current = cur.unwrap_or(&[]).to_vec();
-            if matches {
-                (Status::Ok, current, Eff::Set(op.arg2.clone()))
-            } else {
-                (Status::CasMismatch, current, Eff::Keep)
-            }
-        }
-        OpKind::UpdateS2S => {
-            resolve(op.func, FnKind::Update)?;
-            let w = width(op.elem);
-            scalar(op.arg.len(), w)?;
-            let c = cur.map_or_else(|| vec![0; w], <[u8]>::to_vec);
-            scalar(c.len(), w)?;
-            let new = map(op.func, w, &c, &op.arg);
-            (Status::Ok, c, Eff::Set(new))
-        }
-        _ => {
-            let Some(c) = cur else {
-                return Ok((Status::NotFound, vec![], Eff::Keep));
-            };
-            model_vector(c, op)?
-        }
-    })
-}
-
-fn model_vector(c: &[u8], op: &OwnedOp) -> Result<(Status, Vec<u8>, Eff), OpError> {
-    let w = width(op.elem);
-    Ok(match op.kind {
-        OpKind::UpdateS2V => {
-            resolve(op.func, FnKind::Update)?;
-            elems(c.len(), w)?;
-            scalar(op.arg.len(), w)?;
-            (
-                Status::Ok,
-                c.to_vec(),
-                Eff::Set(map(op.func, w, c, &op.arg)),
-            )
-        }
-        OpKind::UpdateV2V => {
-            resolve(op.func, FnKind::Update)?;
-            elems(c.len(), w)?;
-            elems(op.arg.len(), w)?;
-            if op.arg.len() != c.len() {
-                return Err(OpError::LengthMismatch {
-                    operand: op.arg.len(),
-                    value: c.len(),
-                });
-            }
-            // A one-element value has one delta: `map` reads it as a broadcast, which is the same.
-            (
-                Status::Ok,
-                c.to_vec(),
-                Eff::Set(map(op.func, w, c, &op.arg)),
-            )
-        }
-        OpKind::Reduce => {
-            resolve(op.func, FnKind::Reduce)?;
-            elems(c.len(), w)?;
-            let result = match op.func {
-                FN_COUNT => {
-                    scalar(op.arg.len(), 8)?;
-                    load(&op.arg)
-                        .wrapping_add((c.len() / w) as u64)
-                        .to_le_bytes()
-                        .to_vec()
-                }
-                FN_SUM => {
-                    scalar(op.arg.len(), w)?;
-                    let sum = c
-                        .chunks_exact(w)
-                        .fold(load(&op.arg), |acc, e| acc.wrapping_add(load(e)) & mask(w));
-                    sum.to_le_bytes()[..w].to_vec()
-                }
-                f => panic!("the model does not implement reduce function {f}"),
-            };
-            (Status::Ok, result, Eff::Keep)
-        }
-        OpKind::Filter => {
-            resolve(op.func, FnKind::Filter)?;
-            elems(c.len(), w)?;
-            scalar(op.arg.len(), w)?;
-            let p = load(&op.arg);
-            let keep = |e: u64| match op.func {
-                FN_EQ => e == p,
-                FN_GT => e > p,
-                f => panic!("the model does not implement filter function {f}"),
-            };
-            let kept = c
-                .chunks_exact(w)
-                .filter(|e| keep(load(e)))
-                .flatten()
-                .copied()
-                .collect();
-            (Status::Ok, kept, Eff::Keep)
-        }
-        k => unreachable!("{k:?} is not a vector operation"),
-    })
-}
-
-fn apply_eff(m: &mut Store, key: &[u8], eff: Eff) {
-    match eff {
-        Eff::Keep => {}
-        Eff::Set(v) => {
-            m.insert(key.to_vec(), v);
-        }
-        Eff::Delete => {
-            m.remove(key);
-        }
-    }
+    model::apply(cur, op, LIMITS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -779,7 +449,7 @@ impl Harness {
                 owned.len(),
                 op
             );
-            apply_eff(m, &op.key, want.eff);
+            model::store(m, &op.key, want.eff);
         }
         Ok(())
     }

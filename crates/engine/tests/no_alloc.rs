@@ -11,67 +11,16 @@
 //! Everything runs in the single test of this file: a second test would run on another thread
 //! and be invisible to the count, but would make this one harder to read.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use directkv_engine::ops::{FN_ADD, FN_COUNT, FN_GT, FN_MAX, FN_SUM, FN_XOR};
 use directkv_engine::{ElemType, Engine, EngineConfig, ExecMode, Op, OpKind, Results, Status};
-
-struct CountingAllocator;
-
-static CALLS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note() {
-    // `try_with` because the allocator also runs while thread-locals are being torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        CALLS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
-// `GlobalAlloc` contract holds exactly as it does for `System`; counting touches no memory
-// that an allocation could alias.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as in `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: `ptr` came from this allocator, which is `System`; the caller upholds the rest.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note();
-        // SAFETY: `ptr` came from this allocator, which is `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use directkv_testkit::alloc::{count, CountingAllocator};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// System allocator calls made by this thread while `f` runs.
 fn count_calls(f: impl FnOnce()) -> usize {
-    let before = CALLS.load(Ordering::Relaxed);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    CALLS.load(Ordering::Relaxed) - before
+    count(f).1.calls() as usize
 }
 
 const WARMUP_RUNS: usize = 5;

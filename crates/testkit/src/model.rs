@@ -30,10 +30,10 @@ pub struct OwnedOp {
 }
 
 impl OwnedOp {
-    pub fn new(kind: OpKind, key: Vec<u8>) -> OwnedOp {
+    pub fn new(kind: OpKind, key: impl Into<Vec<u8>>) -> OwnedOp {
         OwnedOp {
             kind,
-            key,
+            key: key.into(),
             arg: vec![],
             arg2: vec![],
             func: 0,
