@@ -14,6 +14,8 @@ use directkv_proto::ocsm::{
 use directkv_server::ocsm::OcsmPath;
 use directkv_server::{Server, ServerConfig};
 
+use directkv_testkit::vectors::{records, unhex};
+
 const VECTORS: &str = include_str!("../../proto/tests/vectors/ocsm.txt");
 const PATHS: [OcsmPath; 3] = [OcsmPath::Plain, OcsmPath::Batched, OcsmPath::BatchedShard];
 
@@ -50,28 +52,15 @@ fn exchange(s: &UdpSocket, req: &[u8]) -> Vec<u8> {
     buf
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    let d: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    d.chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
-}
-
 /// (name, request, response) of every vector, in file order.
 fn vectors() -> Vec<(String, Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    for rec in VECTORS.split("\n\n") {
-        let field = |k: &str| {
-            rec.lines()
-                .filter(|l| !l.starts_with('#'))
-                .find_map(|l| l.strip_prefix(k).map(str::to_string))
-        };
-        if let (Some(n), Some(q), Some(r)) = (field("name:"), field("request:"), field("response:"))
-        {
-            out.push((n.trim().to_string(), unhex(&q), unhex(&r)));
-        }
-    }
-    out
+    records(VECTORS)
+        .into_iter()
+        .filter_map(|r| {
+            let (n, q, resp) = (r.get("name")?, r.get("request")?, r.get("response")?);
+            Some((n.to_string(), unhex(q), unhex(resp)))
+        })
+        .collect()
 }
 
 /// A request datagram of `msgs` (key, value, opcode) in `size` messages.
