@@ -458,4 +458,21 @@ mod tests {
         let mut buf = [0u8; 64];
         assert_eq!(client.recv(&mut buf).unwrap(), 10);
     }
+
+    #[test]
+    fn more_entries_than_one_call_holds_are_all_sent() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let n = SEND_CONNECTED_ENTRIES_MAX + 6;
+        let mut bufs = vec![7u8; n * 8];
+        assert_eq!(send_connected(client.as_raw_fd(), &mut bufs, 8, n, 1), n);
+        server
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..n {
+            assert_eq!(server.recv(&mut buf).unwrap(), 8);
+        }
+    }
 }
