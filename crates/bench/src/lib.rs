@@ -9,10 +9,12 @@
 //!                (compare.rs) on workloads, drivers per protocol and the runner
 //!   ocsm/      OCSM over UDP (`bench ocsm`): open-loop generator, rate ladder, chart
 //!   report/    what net runs print: tables, CSV, charts, the progress bar
-//!   dist.rs            key distributions, shared by engine/ and net/
-//!   server_process.rs  directkv, redis-server and memcached as child processes
-//!   sys.rs             thread pinning, nice value, clock ticks (the crate's shared libc calls)
+//!   dist.rs    key distributions, shared by engine/ and net/
 //! ```
+//!
+//! System calls (pinning, nice, socket options, recvmmsg/sendmmsg, epoll, mmap) and the servers
+//! as child processes (`ServerProcess`, `/proc` readings) come from `directkv_sys`, the
+//! workspace's one module of unsafe system calls: this crate holds no `libc` call of its own.
 //!
 //! Goals: each subcommand's code in one place, with the numbers it is judged against (the line
 //! read probe, the loopback ceiling, the peers redis-server and memcached) measured by the same
@@ -28,5 +30,3 @@ pub mod machine;
 pub mod net;
 pub mod ocsm;
 pub mod report;
-pub mod server_process;
-mod sys;

@@ -6,7 +6,7 @@
 
 use directkv_bench::net::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
 use directkv_bench::net::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
-use directkv_bench::server_process::{find_program, ServerProcess};
+use directkv_sys::process::{find_program, ServerProcess};
 use directkv_testkit::alloc::{Counting, CountingAllocator};
 
 #[global_allocator]

@@ -1,7 +1,7 @@
 //! The network benchmark against real servers: the RESP driver on `directkv serve` and on
 //! redis-server, the memcached driver on memcached, open-loop queueing, and the `bench run` /
 //! `bench compare` commands end to end. Servers are started on ephemeral ports by
-//! `directkv_bench::server_process` and stopped by PID when their guard drops. redis-server and
+//! `directkv_sys::process` and stopped by PID when their guard drops. redis-server and
 //! memcached come from scripts/test.sh; a test skips, loudly, only when one is not installed.
 
 use std::path::Path;
@@ -18,8 +18,8 @@ use directkv_bench::net::driver::{
 use directkv_bench::net::runner::{self, NoProgress, Pacing, RunConfig};
 use directkv_bench::net::workload::{vector_elem, ValueFormat, WorkloadKind, WorkloadSpec};
 use directkv_bench::report::RunResult;
-use directkv_bench::server_process::{find_program, ServerProcess};
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
+use directkv_sys::process::{find_program, ServerProcess};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXE: &str = env!("CARGO_BIN_EXE_directkv");

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use directkv_bench::server_process::ServerProcess;
+use directkv_sys::process::ServerProcess;
 
 /// Starts `directkv serve` with two shards on an ephemeral port, learned from its start-up line
 /// so that parallel tests never race for a port; stopped by process id when dropped.

@@ -31,12 +31,11 @@
 mod common;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{start, Client};
 use directkv_proto::resp::{encode_command, Reply};
+use directkv_sys::process::{find_program, ServerProcess};
 
 /// Commands per round, and the rounds: (seed, directkv shards, RESP3).
 const COMMANDS_PER_ROUND: usize = 12_000;
@@ -54,36 +53,20 @@ const DIFFERENCES_MAX: usize = 25;
 
 // ---- redis-server ------------------------------------------------------------------------
 
-/// A redis-server child process, killed by its process id when dropped.
-struct Redis {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Starts of redis-server tried: the port can be taken between the probe listener handing it
+/// out and redis' bind, and redis then exits.
+const REDIS_START_TRIES: usize = 5;
 
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().unwrap().port()
-}
-
-/// Starts redis-server on a free loopback port, or `None` (after a loud message) when it is not
-/// installed and CI is not set; under CI a missing redis-server fails the test.
-fn start_redis() -> Option<Redis> {
-    if let Err(e) = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-    {
+/// Starts redis-server on a free loopback port (the workspace's one child-process helper,
+/// `directkv_sys::process`, which stops it by PID when dropped), or `None` (after a loud
+/// message) when it is not installed and CI is not set; under CI a missing redis-server fails
+/// the test.
+fn start_redis() -> Option<ServerProcess> {
+    if let Err(e) = find_program("redis-server", "redis-server") {
         assert!(
             !ci(),
             "redis-server is not installed ({e}); CI must run the differential test"
@@ -94,31 +77,14 @@ fn start_redis() -> Option<Redis> {
         );
         return None;
     }
-    // The port can be taken between free_port and redis' bind: then redis exits, try again.
-    for _ in 0..5 {
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if TcpStream::connect(addr).is_ok() {
-                return Some(Redis { child, addr });
-            }
-            if child.try_wait().expect("wait for redis-server").is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    let mut last_error = String::new();
+    for _ in 0..REDIS_START_TRIES {
+        match ServerProcess::redis(None) {
+            Ok(redis) => return Some(redis),
+            Err(e) => last_error = e,
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
-    panic!("redis-server did not start");
+    panic!("redis-server did not start: {last_error}");
 }
 
 // ---- random commands ---------------------------------------------------------------------
@@ -695,7 +661,7 @@ impl Round<'_> {
     }
 }
 
-fn run_round(redis: &Redis, seed: u64, shards: usize, resp3: bool) -> (Vec<String>, usize) {
+fn run_round(redis: &ServerProcess, seed: u64, shards: usize, resp3: bool) -> (Vec<String>, usize) {
     let server = start(shards);
     let keys = keys();
     let mut round = Round {

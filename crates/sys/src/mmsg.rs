@@ -143,6 +143,18 @@ impl MmsgRecv {
         self.segs.len()
     }
 
+    /// Receive entries (packets, each one datagram or a coalesced run) the last call filled:
+    /// as many as the buffers means more may be waiting.
+    pub fn packets_received(&self) -> usize {
+        // Every filled entry gave at least one datagram, in entry order.
+        self.segs.last().map_or(0, |&(e, _, _)| e as usize + 1)
+    }
+
+    /// Receive entries (buffers) of this receiver.
+    pub fn entries(&self) -> usize {
+        self.hdrs.len()
+    }
+
     /// The `i`-th datagram of the last call.
     pub fn datagram(&self, i: usize) -> &[u8] {
         let (e, off, len) = self.segs[i];
@@ -357,45 +369,56 @@ fn set_segment_size(h: &mut libc::msghdr, ctrl: &mut [u64; CTRL_WORDS], seg: usi
     }
 }
 
+/// `sendmmsg` entries of one `send_connected` call, kept on the stack (a load generator calls
+/// it in its send loop, which must not allocate); more entries take more calls.
+pub const SEND_CONNECTED_ENTRIES_MAX: usize = 64;
+
 /// Sends the first `n` datagrams of `bufs` (each `len` bytes) on a connected socket,
 /// `per_entry` datagrams per `sendmmsg` entry (more than one: a segmented send, the socket's
 /// UDP_SEGMENT option being `len`); returns how many datagrams the kernel took (a refused entry
-/// is skipped, as lost datagrams would be).
+/// is skipped, as lost datagrams would be). Allocates nothing.
 pub fn send_connected(fd: Fd, bufs: &mut [u8], len: usize, n: usize, per_entry: usize) -> usize {
     let per_entry = per_entry.max(1);
     let n = n.min(bufs.len() / len.max(1));
     let entries = n.div_ceil(per_entry);
     let datagrams_in = |e: usize| per_entry.min(n - e * per_entry);
-    let mut iovs: Vec<libc::iovec> = (0..entries)
-        .map(|e| libc::iovec {
-            iov_base: bufs[e * per_entry * len..].as_mut_ptr().cast(),
-            iov_len: datagrams_in(e) * len,
-        })
-        .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .map(|iov| {
-            // SAFETY: all-zero is a valid mmsghdr.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    let mut taken = 0;
+    let mut first = 0;
+    while first < entries {
+        let count = (entries - first).min(SEND_CONNECTED_ENTRIES_MAX);
+        let mut iovs = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; SEND_CONNECTED_ENTRIES_MAX];
+        // SAFETY: all-zero is a valid mmsghdr.
+        let mut hdrs: [libc::mmsghdr; SEND_CONNECTED_ENTRIES_MAX] = unsafe { std::mem::zeroed() };
+        for (j, iov) in iovs.iter_mut().enumerate().take(count) {
+            let e = first + j;
+            *iov = libc::iovec {
+                iov_base: bufs[e * per_entry * len..].as_mut_ptr().cast(),
+                iov_len: datagrams_in(e) * len,
+            };
+        }
+        for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()).take(count) {
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect();
-    let mut done = 0;
-    let mut taken = 0;
-    while done < entries {
-        // SAFETY: the headers point at iovecs over `bufs` (each within it: n was capped to
-        // whole datagrams of `bufs`), all alive for the call; the socket is connected, so no
-        // addresses are needed.
-        let k =
-            unsafe { libc::sendmmsg(fd, hdrs[done..].as_mut_ptr(), (entries - done) as u32, 0) };
-        if k <= 0 {
-            done += 1;
-        } else {
-            taken += (done..done + k as usize).map(datagrams_in).sum::<usize>();
-            done += k as usize;
         }
+        let mut done = 0;
+        while done < count {
+            // SAFETY: the headers point at iovecs over `bufs` (each within it: n was capped to
+            // whole datagrams of `bufs`), all alive for the call; the socket is connected, so
+            // no addresses are needed.
+            let k =
+                unsafe { libc::sendmmsg(fd, hdrs[done..].as_mut_ptr(), (count - done) as u32, 0) };
+            if k <= 0 {
+                done += 1;
+            } else {
+                let from = first + done;
+                taken += (from..from + k as usize).map(datagrams_in).sum::<usize>();
+                done += k as usize;
+            }
+        }
+        first += count;
     }
     taken
 }
@@ -434,5 +457,22 @@ mod tests {
             .unwrap();
         let mut buf = [0u8; 64];
         assert_eq!(client.recv(&mut buf).unwrap(), 10);
+    }
+
+    #[test]
+    fn more_entries_than_one_call_holds_are_all_sent() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let n = SEND_CONNECTED_ENTRIES_MAX + 6;
+        let mut bufs = vec![7u8; n * 8];
+        assert_eq!(send_connected(client.as_raw_fd(), &mut bufs, 8, n, 1), n);
+        server
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..n {
+            assert_eq!(server.recv(&mut buf).unwrap(), 8);
+        }
     }
 }

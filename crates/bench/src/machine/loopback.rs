@@ -36,7 +36,8 @@ use directkv_proto::native::{
 };
 use serde::Serialize;
 
-use crate::sys::pin_current_thread;
+use directkv_sys::cpu::pin_current_thread;
+use directkv_sys::epoll::Epoll;
 
 /// Connections one echo pair may use (each end keeps a buffer per connection).
 pub const CONNECTIONS_MAX: usize = 1024;
@@ -240,10 +241,12 @@ struct Side {
 
 impl Side {
     fn new(conns: Vec<TcpStream>, in_bytes: usize, out_bytes: usize) -> Result<Side, String> {
-        let epoll = Epoll::new()?;
+        let epoll = Epoll::new().map_err(|e| format!("epoll_create1: {e}"))?;
         for (i, s) in conns.iter().enumerate() {
             s.set_nodelay(true).map_err(|e| e.to_string())?;
-            epoll.add(s.as_raw_fd(), i as u64)?;
+            epoll
+                .add(s.as_raw_fd(), i as u64)
+                .map_err(|e| format!("epoll_ctl: {e}"))?;
         }
         Ok(Side {
             have: vec![0; conns.len()],
@@ -277,7 +280,7 @@ impl Side {
         busy: bool,
         deadline: Option<Instant>,
     ) -> Result<u64, String> {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_MAX];
+        let mut events = [Epoll::EMPTY; EVENTS_MAX];
         let mut open = self.conns.len();
         let mut messages = 0u64;
         while open > 0 && !stop.load(Ordering::Relaxed) {
@@ -287,13 +290,14 @@ impl Side {
             }
             let n = self
                 .epoll
-                .wait(&mut events, if busy { 0 } else { SLEEP_POLL_MS })?;
+                .wait(&mut events, if busy { 0 } else { SLEEP_POLL_MS })
+                .map_err(|e| format!("epoll_wait: {e}"))?;
             if n == 0 && busy {
                 // Nothing arrived: give the core away if anyone else wants it.
                 std::thread::yield_now();
             }
             for ev in &events[..n] {
-                let i = ev.u64 as usize;
+                let i = Epoll::token(ev) as usize;
                 let got = match self.conns[i].read(&mut self.buf) {
                     Ok(0) => {
                         self.epoll.remove(self.conns[i].as_raw_fd());
@@ -325,65 +329,6 @@ impl Side {
             }
         }
         Ok(messages)
-    }
-}
-
-/// An epoll instance, closed when dropped.
-struct Epoll(i32);
-
-impl Epoll {
-    fn new() -> Result<Epoll, String> {
-        // SAFETY: epoll_create1 has no memory preconditions.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!(
-                "epoll_create1: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(Epoll(fd))
-    }
-
-    /// Level-triggered readability of `fd`, reported with `token`.
-    fn add(&self, fd: i32, token: u64) -> Result<(), String> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        let r = unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if r < 0 {
-            return Err(format!("epoll_ctl: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
-    }
-
-    fn remove(&self, fd: i32) {
-        // SAFETY: a null event is allowed for EPOLL_CTL_DEL.
-        unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
-    }
-
-    /// Waits up to `timeout_ms` (0: poll) and returns how many events were written.
-    fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> Result<usize, String> {
-        // SAFETY: `events` is writable for `events.len()` entries.
-        let n = unsafe {
-            libc::epoll_wait(self.0, events.as_mut_ptr(), events.len() as i32, timeout_ms)
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                return Ok(0);
-            }
-            return Err(format!("epoll_wait: {e}"));
-        }
-        Ok(n as usize)
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor is owned by this value and closed once.
-        unsafe { libc::close(self.0) };
     }
 }
 

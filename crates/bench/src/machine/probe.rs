@@ -26,6 +26,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use directkv_sys::mapping::Mapping;
+
 /// Bytes per cache line; one read per line.
 const LINE_BYTES: usize = 64;
 
@@ -45,7 +47,7 @@ const TOUCH_STRIDE_BYTES: usize = 4096;
 /// The longest measurement accepted, so a typo cannot run a benchmark for hours.
 const SECONDS_MAX: f64 = 600.0;
 
-/// Maps `bytes` of anonymous memory (mmap + madvise(MADV_HUGEPAGE) via libc), touches every page, then for `seconds`
+/// Maps `bytes` of anonymous memory (mmap + madvise(MADV_HUGEPAGE), `directkv_sys::mapping`), touches every page, then for `seconds`
 /// reads one u64 from a random 64-byte line at a time (addresses from a fast xorshift, independent of loaded data
 /// so the CPU overlaps misses; software prefetch a window ahead, e.g. generate 64 addresses, prefetch all, then read all)
 /// and returns lines read per second. Unmaps before returning.
@@ -56,11 +58,10 @@ pub fn line_reads_per_sec(bytes: usize, seconds: f64) -> f64 {
         bytes >= LINE_BYTES,
         "probe region of {bytes} bytes is below one line"
     );
-    let mapping = Mapping::new(bytes);
-    mapping.touch_every_page();
+    let mapping = touched_mapping(bytes);
     // SAFETY: the mapping is readable for `bytes` bytes and lives until the end of this function,
     // past the call.
-    unsafe { line_reads_per_sec_at(mapping.ptr, bytes, seconds) }
+    unsafe { line_reads_per_sec_at(mapping.as_ptr(), bytes, seconds) }
 }
 
 /// Same but over caller memory (e.g. an engine arena): `base` must be valid for `bytes` bytes of reads.
@@ -129,14 +130,7 @@ unsafe fn read_random_lines(first_line: *const u8, lines: usize, duration: Durat
 /// back, is not counted, so this errs on the side of refusing), so callers can refuse a region
 /// that could only swap.
 pub fn available_bytes() -> usize {
-    // SAFETY: sysconf has no preconditions; it returns -1 (here: 0 bytes) when it cannot say.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_AVPHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    (pages.max(0) as usize).saturating_mul(page.max(0) as usize)
+    directkv_sys::cpu::available_physical_bytes() as usize
 }
 
 /// How much core time one random line access costs when it is prefetched ahead and overlapped
@@ -172,8 +166,7 @@ pub fn overlap(bytes: usize, works: &[u32], seconds: f64) -> Vec<Overlap> {
         seconds > 0.0 && seconds <= SECONDS_MAX,
         "probe duration {seconds} s outside (0, {SECONDS_MAX}]"
     );
-    let mapping = Mapping::new(bytes);
-    mapping.touch_every_page();
+    let mapping = touched_mapping(bytes);
     let lines = bytes / LINE_BYTES;
     let each = Duration::from_secs_f64(seconds / 3.0);
     works
@@ -182,9 +175,10 @@ pub fn overlap(bytes: usize, works: &[u32], seconds: f64) -> Vec<Overlap> {
             let (mut alone, mut with) = (f64::MAX, f64::MAX);
             for _ in 0..3 {
                 // SAFETY: the mapping is readable for `lines` whole lines and outlives the calls.
-                alone = alone.min(unsafe { overlap_loop(mapping.ptr, lines, work, false, each) });
+                alone =
+                    alone.min(unsafe { overlap_loop(mapping.as_ptr(), lines, work, false, each) });
                 // SAFETY: as above.
-                with = with.min(unsafe { overlap_loop(mapping.ptr, lines, work, true, each) });
+                with = with.min(unsafe { overlap_loop(mapping.as_ptr(), lines, work, true, each) });
             }
             Overlap {
                 work_steps: work,
@@ -285,61 +279,14 @@ impl XorShift64 {
     }
 }
 
-/// An anonymous private mapping, unmapped on drop (also when a panic unwinds through the probe).
-struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(len: usize) -> Mapping {
-        // SAFETY: an anonymous mapping at a kernel-chosen address touches no existing memory.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            panic!(
-                "probe: mmap of {len} bytes failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        // Huge pages keep TLB misses from dominating random reads. The hint is best effort: with
-        // transparent huge pages disabled the probe still runs, just on 4 KiB pages.
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        // SAFETY: `ptr..ptr+len` is the mapping just created; madvise only changes its policy.
-        unsafe {
-            libc::madvise(ptr, len, libc::MADV_HUGEPAGE);
-        }
-        Mapping {
-            ptr: ptr.cast::<u8>(),
-            len,
-        }
-    }
-
-    /// Writes one byte per page so every page is faulted in and private before timing.
-    fn touch_every_page(&self) {
-        for offset in (0..self.len).step_by(TOUCH_STRIDE_BYTES) {
-            // SAFETY: `offset < len`, inside the writable mapping. Volatile so the stores to
-            // memory nothing reads back are not removed.
-            unsafe { self.ptr.add(offset).write_volatile(offset as u8 | 1) };
-        }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` and `len` are exactly what mmap returned and were given; nothing borrows
-        // the mapping past the owner's lifetime.
-        let rc = unsafe { libc::munmap(self.ptr.cast::<libc::c_void>(), self.len) };
-        debug_assert_eq!(rc, 0, "munmap failed");
-    }
+/// Maps `len` bytes (huge pages asked for: they keep TLB misses from dominating random reads)
+/// and faults every page in, so no page is the shared zero page when timing starts; the
+/// mapping is unmapped on drop, also when a panic unwinds through the probe.
+fn touched_mapping(len: usize) -> Mapping {
+    let mut mapping =
+        Mapping::new(len).unwrap_or_else(|e| panic!("probe: mmap of {len} bytes failed: {e}"));
+    mapping.touch(TOUCH_STRIDE_BYTES);
+    mapping
 }
 
 #[cfg(test)]

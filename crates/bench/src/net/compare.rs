@@ -33,7 +33,7 @@ use crate::net::run::{self, ProgressFactory};
 use crate::net::runner::{self, Pacing, RunConfig};
 use crate::net::workload::{WorkloadKind, WorkloadSpec};
 use crate::report::{Ceiling, CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
-use crate::server_process::ServerProcess;
+use directkv_sys::process::ServerProcess;
 
 /// The CPU the load generator runs on; servers get `SERVER_CPU`.
 pub const LOAD_CPU: usize = 0;
@@ -331,5 +331,5 @@ fn version(kind: TargetKind) -> String {
 /// has fewer than two CPUs or the call fails, in which case nothing is pinned.
 fn pin_self(cpu: usize) -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cpus >= 2 && cpu < cpus && crate::sys::pin_current_thread(cpu)
+    cpus >= 2 && cpu < cpus && directkv_sys::cpu::pin_current_thread(cpu)
 }

@@ -10,7 +10,7 @@
 //!
 //! Goals: the same operations in the same batches for every target (deterministic streams),
 //! latency from the intended send time in open loop, one load-generator core. Non-goals: result
-//! rendering (`report/`), starting servers (`server_process.rs`), the OCSM datagram benchmark
+//! rendering (`report/`), starting servers (`directkv_sys::process`), the OCSM datagram benchmark
 //! (`ocsm/`).
 
 pub mod compare;

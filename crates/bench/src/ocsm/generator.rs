@@ -19,6 +19,9 @@
 //! same and matches replies by it. Datagrams are precomputed (a pool of random key sets), so
 //! sending costs a copy of the header's three sequence bytes and the system call.
 //!
+//! The system calls themselves (`sendmmsg` with GSO, `recvmmsg` with the GRO split, the socket
+//! options) are `directkv_sys::mmsg` and `directkv_sys::socket`, the ones the server uses.
+//!
 //! Non-goals: correctness checks beyond counting answered messages (the server tests do that).
 
 use std::net::{SocketAddr, UdpSocket};
@@ -29,12 +32,16 @@ use directkv_proto::ocsm::{
     encode_header, encode_message, Header, MessageOut, MessageSize, Opcode, HEADER_SEQUENCE_MAX,
     TYPE_ERROR,
 };
+use directkv_sys::mmsg::{send_connected, MmsgRecv, SEND_CONNECTED_ENTRIES_MAX};
+use directkv_sys::{socket, Fd};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Datagrams per `sendmmsg`/`recvmmsg` call.
 const MMSG_BATCH: usize = 64;
+// One send_connected call sends a whole batch in as few sendmmsg calls as before.
+const _: () = assert!(MMSG_BATCH <= SEND_CONNECTED_ENTRIES_MAX);
 /// Distinct precomputed datagrams the generator cycles through.
 const POOL_DATAGRAMS: usize = 4096;
 /// Largest latency the histograms record (longer ones are clamped).
@@ -43,8 +50,8 @@ pub const LATENCY_US_MAX: u64 = 10_000_000;
 const REPLY_BYTES_MAX: usize = 65_536;
 /// Datagrams per segmented send (at most 64 segments and 64 KiB per send).
 const GSO_DATAGRAMS_MAX: usize = 44;
-/// Control-message space for one int, in u64 words.
-const CTRL_WORDS: usize = 4;
+/// Bytes of receive buffer asked for (16 MiB).
+const RECV_BUFFER_BYTES: usize = 16 << 20;
 
 /// The 12-byte key of key number `i` (the preload writes keys `0..keys`).
 pub fn key(i: u64) -> [u8; 12] {
@@ -127,14 +134,15 @@ pub struct Step {
 pub fn run_step(s: &Step) -> Result<StepResult, String> {
     let sock = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     sock.connect(s.target).map_err(|e| e.to_string())?;
-    grow_receive_buffer(&sock);
+    // A large receive buffer, so the generator itself never drops replies (root may go past
+    // rmem_max; otherwise the kernel caps it).
     let fd = sock.as_raw_fd();
+    socket::grow_receive_buffer(fd, RECV_BUFFER_BYTES);
     let unit = s.msgs_per_datagram;
     let dgram_len = 6 + 32 * unit;
     // Segment at the datagram length: sends of one datagram are unaffected.
-    let gso = dgram_len * GSO_DATAGRAMS_MAX <= 65_000
-        && set_udp_option(fd, libc::UDP_SEGMENT, dgram_len as libc::c_int);
-    set_udp_option(fd, libc::UDP_GRO, 1);
+    let gso = dgram_len * GSO_DATAGRAMS_MAX <= 65_000 && socket::set_udp_segment(fd, dgram_len);
+    socket::enable_udp_gro(fd);
     let mut rng = SmallRng::seed_from_u64(s.seed);
     let mut pool = vec![0u8; POOL_DATAGRAMS * dgram_len];
     let mut keys = vec![0u64; unit];
@@ -158,7 +166,7 @@ pub fn run_step(s: &Step) -> Result<StepResult, String> {
     }
     let mut t = Tally::new(1e9 / dgram_per_sec);
     let mut send_bufs = vec![0u8; MMSG_BATCH * dgram_len];
-    let mut recv = Recv::new();
+    let mut recv = MmsgRecv::with_entry_bytes(MMSG_BATCH, REPLY_BYTES_MAX);
     let mut sent = 0u64;
     let start = Instant::now();
     let send_end = start + s.duration;
@@ -177,12 +185,12 @@ pub fn run_step(s: &Step) -> Result<StepResult, String> {
                     b[..3].copy_from_slice(&(seq as u32).to_le_bytes()[..3]);
                 }
                 let per_entry = if gso { GSO_DATAGRAMS_MAX } else { 1 };
-                sent += send_all(fd, &mut send_bufs, dgram_len, n, per_entry) as u64;
+                sent += send_connected(fd, &mut send_bufs, dgram_len, n, per_entry) as u64;
             }
         } else if t.dgrams + t.errors >= sent || now >= send_end + s.drain {
             break;
         }
-        recv.drain(fd, |b, at| {
+        drain(&mut recv, fd, |b, at| {
             t.on_reply(b, at.duration_since(start).as_nanos() as u64)
         });
     }
@@ -236,153 +244,19 @@ impl Tally {
     }
 }
 
-/// Asks for a large receive buffer so the generator itself never drops replies (root may go
-/// past `rmem_max` with SO_RCVBUFFORCE; otherwise the kernel caps it).
-fn grow_receive_buffer(sock: &UdpSocket) {
-    let bytes: libc::c_int = 16 << 20;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&bytes as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if r == 0 {
+/// Receives every reply waiting, without blocking; `f` gets each with its arrival time (taken
+/// once per `recvmmsg`). Coalesced (GRO) packets are split into their replies by `rx`.
+fn drain(rx: &mut MmsgRecv, fd: Fd, mut f: impl FnMut(&[u8], Instant)) {
+    loop {
+        let Ok(n) = rx.recv(fd, MmsgRecv::DONT_WAIT) else {
             return;
-        }
-    }
-}
-
-/// Sets an IPPROTO_UDP option; false if the kernel refuses it.
-fn set_udp_option(fd: i32, opt: libc::c_int, value: libc::c_int) -> bool {
-    // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live c_int.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_UDP,
-            opt,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        ) == 0
-    }
-}
-
-/// Sends the first `n` datagrams of `bufs` (each `len` bytes) on the connected socket,
-/// `per_entry` datagrams per `sendmmsg` entry (more than one: a segmented send, the socket's
-/// UDP_SEGMENT being `len`); returns how many datagrams the kernel took (a refused entry is
-/// skipped, as lost datagrams would be).
-fn send_all(fd: i32, bufs: &mut [u8], len: usize, n: usize, per_entry: usize) -> usize {
-    let mut iovs: [libc::iovec; MMSG_BATCH] = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MMSG_BATCH];
-    // SAFETY: all-zero is a valid mmsghdr.
-    let mut hdrs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
-    let per_entry = per_entry.max(1);
-    let entries = n.div_ceil(per_entry);
-    let datagrams_in = |e: usize| per_entry.min(n - e * per_entry);
-    for e in 0..entries {
-        iovs[e] = libc::iovec {
-            iov_base: bufs[e * per_entry * len..].as_mut_ptr().cast(),
-            iov_len: datagrams_in(e) * len,
         };
-    }
-    for e in 0..entries {
-        hdrs[e].msg_hdr.msg_iov = &mut iovs[e];
-        hdrs[e].msg_hdr.msg_iovlen = 1;
-    }
-    let mut done = 0;
-    let mut taken = 0;
-    while done < entries {
-        // SAFETY: headers point at iovecs over `bufs`, all alive for the call; the socket is
-        // connected, so no addresses are needed.
-        let k = unsafe {
-            libc::sendmmsg(
-                fd,
-                hdrs[done..entries].as_mut_ptr(),
-                (entries - done) as u32,
-                0,
-            )
-        };
-        if k <= 0 {
-            done += 1;
-        } else {
-            taken += (done..done + k as usize).map(datagrams_in).sum::<usize>();
-            done += k as usize;
+        let at = Instant::now();
+        for i in 0..n {
+            f(rx.datagram(i), at);
         }
-    }
-    taken
-}
-
-/// Reply buffers and control space for `recvmmsg`, allocated once.
-struct Recv {
-    bufs: Vec<u8>,
-    ctrl: Vec<[u64; CTRL_WORDS]>,
-}
-
-impl Recv {
-    fn new() -> Recv {
-        Recv {
-            bufs: vec![0u8; MMSG_BATCH * REPLY_BYTES_MAX],
-            ctrl: vec![[0u64; CTRL_WORDS]; MMSG_BATCH],
-        }
-    }
-
-    /// Receives every reply waiting, without blocking; `f` gets each with its arrival time
-    /// (taken once per `recvmmsg`).
-    fn drain(&mut self, fd: i32, mut f: impl FnMut(&[u8], Instant)) {
-        loop {
-            let mut iovs: [libc::iovec; MMSG_BATCH] = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; MMSG_BATCH];
-            // SAFETY: all-zero is a valid mmsghdr.
-            let mut hdrs: [libc::mmsghdr; MMSG_BATCH] = unsafe { std::mem::zeroed() };
-            for (i, iov) in iovs.iter_mut().enumerate() {
-                *iov = libc::iovec {
-                    iov_base: self.bufs[i * REPLY_BYTES_MAX..].as_mut_ptr().cast(),
-                    iov_len: REPLY_BYTES_MAX,
-                };
-            }
-            for ((h, iov), c) in hdrs.iter_mut().zip(iovs.iter_mut()).zip(&mut self.ctrl) {
-                h.msg_hdr.msg_iov = iov;
-                h.msg_hdr.msg_iovlen = 1;
-                h.msg_hdr.msg_control = c.as_mut_ptr().cast();
-                h.msg_hdr.msg_controllen = CTRL_WORDS * 8;
-            }
-            // SAFETY: headers point at iovecs over `self.bufs`, alive for the call; the kernel
-            // writes at most REPLY_BYTES_MAX bytes into each.
-            let k = unsafe {
-                libc::recvmmsg(
-                    fd,
-                    hdrs.as_mut_ptr(),
-                    MMSG_BATCH as u32,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                )
-            };
-            if k <= 0 {
-                return;
-            }
-            let at = Instant::now();
-            for (i, h) in hdrs.iter().enumerate().take(k as usize) {
-                let len = (h.msg_len as usize).min(REPLY_BYTES_MAX);
-                let packet = &self.bufs[i * REPLY_BYTES_MAX..i * REPLY_BYTES_MAX + len];
-                // A coalesced packet holds replies of `seg` bytes (the last may be shorter).
-                let seg = gro_segment_size(&h.msg_hdr)
-                    .filter(|&g| g > 0)
-                    .unwrap_or(len.max(1));
-                for reply in packet.chunks(seg) {
-                    f(reply, at);
-                }
-            }
-            if (k as usize) < MMSG_BATCH {
-                return;
-            }
+        if rx.packets_received() < rx.entries() {
+            return;
         }
     }
 }
@@ -402,21 +276,4 @@ pub fn exchange(sock: &UdpSocket, req: &[u8], tries: usize) -> Result<Vec<u8>, S
         }
     }
     Err(format!("no reply from the server after {tries} tries"))
-}
-
-/// The UDP_GRO segment size of a received packet, if the kernel coalesced it.
-fn gro_segment_size(h: &libc::msghdr) -> Option<usize> {
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, bounded by
-    // msg_controllen; each header they return lies inside it.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
-                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                return usize::try_from(v).ok();
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
-    }
-    None
 }

@@ -41,8 +41,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use directkv_proto::ocsm::{decode_response, OcsmLimits, Opcode, Response, Status};
+use directkv_sys::process;
 
-use crate::server_process;
 use report::{median, step_report, OcsmReport, PathRun, PathSummary};
 use server::ServerSpec;
 
@@ -107,11 +107,11 @@ pub fn run(a: &OcsmBenchArgs, mut progress: impl FnMut(&str)) -> Result<OcsmRepo
             .map_err(|e| format!("{e} (or pass --no-png); chart {}", png.display()))?;
     }
     if let Some(cpu) = a.client_cpu {
-        if !crate::sys::pin_current_thread(cpu) {
+        if !directkv_sys::cpu::pin_current_thread(cpu) {
             progress(&format!("warning: cannot pin the generator to CPU {cpu}"));
         }
     }
-    if a.nice != 0 && !crate::sys::set_nice(a.nice) {
+    if a.nice != 0 && !directkv_sys::cpu::set_nice(a.nice) {
         progress(&format!(
             "warning: cannot set the generator's nice value to {}",
             a.nice
@@ -226,7 +226,7 @@ fn run_path(
     let mut lossy_in_a_row = 0;
     let mut limited_in_a_row = 0;
     for (i, &rate) in rates.iter().enumerate() {
-        let cpu0 = pid.map(server_process::cpu_us).transpose()?;
+        let cpu0 = pid.map(process::cpu_us).transpose()?;
         let t0 = std::time::Instant::now();
         let r = generator::run_step(&generator::Step {
             target,
@@ -239,7 +239,7 @@ fn run_path(
             seed: a.seed ^ (run as u64) << 32 ^ i as u64,
         })?;
         let wall_us = t0.elapsed().as_micros() as f64;
-        let cpu1 = pid.map(server_process::cpu_us).transpose()?;
+        let cpu1 = pid.map(process::cpu_us).transpose()?;
         let cpu = cpu0.zip(cpu1).map(|(x, y)| y.saturating_sub(x) as f64);
         let step = step_report(&r, cpu, wall_us);
         progress(&format!(

@@ -13,7 +13,7 @@ use std::net::{SocketAddr, UdpSocket};
 use directkv_proto::ocsm::Opcode;
 
 use super::generator;
-use crate::server_process::{Launch, ServerProcess, Stderr};
+use directkv_sys::process::{Launch, ServerProcess, Stderr};
 
 /// What to start.
 pub struct ServerSpec {
