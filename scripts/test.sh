@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: installs what it needs (the real Redis
 # tools and redis-py, which the client-compatibility tests drive; memcached and a font for the
-# benchmark's tests), then lint + tests.
+# benchmark's tests), then lint + tests. Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Every test whose peer (redis-server, memcached, redis-py, the font...) is missing fails
+# instead of skipping (directkv_testkit::peer): this command proves the comparisons ran.
+export DIRECTKV_REQUIRE_PEERS=1
 
 command -v cargo >/dev/null || { echo "cargo not found: install rustup first" >&2; exit 1; }
 rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install "$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)" --profile minimal -c rustfmt -c clippy
@@ -21,7 +25,21 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
-python3 -c "import redis" 2>/dev/null || python3 -m pip install -q redis
+# redis-py goes into a virtual environment of the repository (.venv/, git-ignored): Debian 12
+# and Ubuntu 24.04 refuse `pip install` into the system Python (PEP 668). The client tests run
+# the interpreter DIRECTKV_PYTHON names.
+if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import redis" 2>/dev/null; then
+  # A half-made environment (no pip, from a run without python3-venv) is made again.
+  [ -x .venv/bin/pip ] || rm -rf .venv
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q redis
+fi
+export DIRECTKV_PYTHON="$PWD/.venv/bin/python"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
