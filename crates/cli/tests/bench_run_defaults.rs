@@ -16,19 +16,23 @@ const EXE: &str = env!("CARGO_BIN_EXE_directkv");
 const KEYS_DEFAULT: u64 = 100_000;
 
 fn serve() -> ServerProcess {
-    ServerProcess::directkv_serve(
-        Path::new(EXE),
-        &["--shards", "1", "--memory", "64M"],
-        None,
-    )
-    .expect("directkv serve starts")
+    ServerProcess::directkv_serve(Path::new(EXE), &["--shards", "1", "--memory", "64M"], None)
+        .expect("directkv serve starts")
 }
 
 /// `bench run` against `url` with short timings, so that a test lasts about a second.
 fn bench_run(url: &str, extra: &[&str]) -> Output {
     Command::new(EXE)
         .args(["bench", "run", "--target", url, "--workload", "ycsb-b"])
-        .args(["--depth", "64", "--seconds", "0.3", "--warmup", "0.1", "--json"])
+        .args([
+            "--depth",
+            "64",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--json",
+        ])
         .args(extra)
         .output()
         .expect("directkv runs")
@@ -86,7 +90,10 @@ fn resp_target_without_keys_loads_the_default_count() {
 #[test]
 fn a_server_that_holds_keys_is_refused_unless_asked() {
     let server = serve();
-    assert_eq!(resp(server.addr, &["SET", "users-own-key", "precious"]), "+OK");
+    assert_eq!(
+        resp(server.addr, &["SET", "users-own-key", "precious"]),
+        "+OK"
+    );
     for scheme in ["resp", "native"] {
         let url = format!("{scheme}://{}", server.addr);
         let out = bench_run(&url, &["--keys", "1000"]);
@@ -127,6 +134,10 @@ fn keys_and_utilization_together_are_refused() {
         &["--keys", "1000", "--utilization", "0.5"],
     );
     assert!(!out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("--keys or --utilization"), "{}", text(&out));
+    assert!(
+        text(&out).contains("--keys or --utilization"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(dbsize(server.addr), 0);
 }

@@ -71,7 +71,10 @@ mod tests {
     #[test]
     fn a_present_peer_runs_whatever_the_rule() {
         let sh = find_program("sh", "dash").expect("sh is everywhere");
-        assert_eq!(require_peer_if(true, "sh", Ok(sh.clone())), Some(sh.clone()));
+        assert_eq!(
+            require_peer_if(true, "sh", Ok(sh.clone())),
+            Some(sh.clone())
+        );
         assert_eq!(require_peer_if(false, "sh", Ok(sh.clone())), Some(sh));
     }
 

@@ -30,7 +30,7 @@ use crate::report::{LoadSummary, RunReport, RunResult};
 /// Operations per batch in the load phase when not given.
 pub const LOAD_DEPTH_DEFAULT: usize = 256;
 /// Keys loaded when neither a key count nor a utilization is given: a few MB on the server,
-/// loaded in well under a second, and more keys than a CPU cache holds.
+/// loaded in seconds even on a busy machine, and more keys than a CPU cache holds.
 pub const KEYS_DEFAULT: u64 = 100_000;
 
 /// Everything `bench run` needs.

@@ -119,8 +119,9 @@ impl RespDriver {
         encode_command(&[b"DBSIZE"], &mut self.out);
         self.stream.write_all(&self.out).await?;
         match self.next_reply().await? {
-            Reply::Integer(n) => u64::try_from(n)
-                .map_err(|_| DriverError::Protocol(format!("DBSIZE answered {n}"))),
+            Reply::Integer(n) => {
+                u64::try_from(n).map_err(|_| DriverError::Protocol(format!("DBSIZE answered {n}")))
+            }
             Reply::Error(e) => Err(DriverError::Server(e)),
             other => Err(DriverError::Protocol(format!(
                 "DBSIZE answered with {other:?}"
