@@ -141,3 +141,27 @@ fn keys_and_utilization_together_are_refused() {
     );
     assert_eq!(dbsize(server.addr), 0);
 }
+
+#[test]
+fn a_target_that_never_answers_the_key_count_is_refused() {
+    // Accepts connections and never answers: the key count must time out, not hang the run.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Holds the connections open, silent, until the test's own second connection arrives.
+    let held = std::thread::spawn(move || {
+        (0..2)
+            .map_while(|_| silent.accept().ok())
+            .collect::<Vec<_>>()
+    });
+    let started = std::time::Instant::now();
+    let out = bench_run(&format!("resp://{addr}"), &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("no answer to the key count"),
+        "{}",
+        text(&out)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    drop(TcpStream::connect(addr));
+    drop(held.join().unwrap());
+}

@@ -32,6 +32,8 @@ pub const LOAD_DEPTH_DEFAULT: usize = 256;
 /// Keys loaded when neither a key count nor a utilization is given: a few MB on the server,
 /// loaded in seconds even on a busy machine, and more keys than a CPU cache holds.
 pub const KEYS_DEFAULT: u64 = 100_000;
+/// How long the target has to say how many keys it holds before the load phase.
+pub const KEY_COUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Everything `bench run` needs.
 #[derive(Debug, Clone)]
@@ -261,8 +263,15 @@ async fn refuse_a_target_with_keys(
     keys: u64,
     shape: DataShape,
 ) -> Result<(), String> {
-    let held = keys_held(target, shape)
+    let held = tokio::time::timeout(KEY_COUNT_TIMEOUT, keys_held(target, shape))
         .await
+        .map_err(|_| {
+            format!(
+                "{}: no answer to the key count within {KEY_COUNT_TIMEOUT:?} (not a key-value \
+                 server of this scheme?)",
+                target.url()
+            )
+        })?
         .map_err(|e| format!("{}: cannot count the keys it holds: {e}", target.url()))?;
     if held == 0 {
         return Ok(());
