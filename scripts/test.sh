@@ -27,16 +27,16 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
 fi
 # redis-py goes into a virtual environment of the repository (.venv/, git-ignored): Debian 12
 # and Ubuntu 24.04 refuse `pip install` into the system Python (PEP 668). The client tests run
-# the interpreter DIRECTKV_PYTHON names.
-if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-fi
+# the interpreter DIRECTKV_PYTHON names. Debian ships venv's pip bootstrap (ensurepip) apart, in
+# python3-venv: without it `python3 -m venv` fails or leaves an environment without pip.
+make_venv() { rm -rf .venv && python3 -m venv .venv >/dev/null 2>&1 && [ -x .venv/bin/pip ]; }
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import redis" 2>/dev/null; then
-  # A half-made environment (no pip, from a run without python3-venv) is made again.
-  [ -x .venv/bin/pip ] || rm -rf .venv
-  python3 -m venv .venv
+  if ! command -v python3 >/dev/null || ! make_venv; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 python3-venv >/dev/null
+    make_venv || { echo "python3 -m venv .venv failed even with python3-venv installed" >&2; exit 1; }
+  fi
   .venv/bin/python -m pip install -q redis
 fi
 export DIRECTKV_PYTHON="$PWD/.venv/bin/python"
