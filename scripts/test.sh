@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: installs what it needs (the real Redis
 # tools and redis-py, which the client-compatibility tests drive; memcached and a font for the
-# benchmark's tests), then lint + tests.
+# benchmark's tests), then lint + tests. Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Every test whose peer (redis-server, memcached, redis-py, the font...) is missing fails
+# instead of skipping (directkv_testkit::peer): this command proves the comparisons ran.
+export DIRECTKV_REQUIRE_PEERS=1
 
 command -v cargo >/dev/null || { echo "cargo not found: install rustup first" >&2; exit 1; }
 rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install "$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)" --profile minimal -c rustfmt -c clippy
@@ -21,7 +25,21 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
-python3 -c "import redis" 2>/dev/null || python3 -m pip install -q redis
+# redis-py goes into a virtual environment of the repository (.venv/, git-ignored): Debian 12
+# and Ubuntu 24.04 refuse `pip install` into the system Python (PEP 668). The client tests run
+# the interpreter DIRECTKV_PYTHON names. Debian ships venv's pip bootstrap (ensurepip) apart, in
+# python3-venv: without it `python3 -m venv` fails or leaves an environment without pip.
+make_venv() { rm -rf .venv && python3 -m venv .venv >/dev/null 2>&1 && [ -x .venv/bin/pip ]; }
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import redis" 2>/dev/null; then
+  if ! command -v python3 >/dev/null || ! make_venv; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 python3-venv >/dev/null
+    make_venv || { echo "python3 -m venv .venv failed even with python3-venv installed" >&2; exit 1; }
+  fi
+  .venv/bin/python -m pip install -q redis
+fi
+export DIRECTKV_PYTHON="$PWD/.venv/bin/python"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings

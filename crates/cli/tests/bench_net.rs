@@ -2,7 +2,8 @@
 //! redis-server, the memcached driver on memcached, open-loop queueing, and the `bench run` /
 //! `bench compare` commands end to end. Servers are started on ephemeral ports by
 //! `directkv_sys::process` and stopped by PID when their guard drops. redis-server and
-//! memcached come from scripts/test.sh; a test skips, loudly, only when one is not installed.
+//! memcached come from scripts/test.sh; a test skips, loudly, only when one is not installed
+//! and peers are not required (`directkv_testkit::peer`: scripts/test.sh and CI require them).
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +20,8 @@ use directkv_bench::net::runner::{self, NoProgress, Pacing, RunConfig};
 use directkv_bench::net::workload::{vector_elem, ValueFormat, WorkloadKind, WorkloadSpec};
 use directkv_bench::report::RunResult;
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
-use directkv_sys::process::{find_program, ServerProcess};
+use directkv_sys::process::ServerProcess;
+use directkv_testkit::peer::require_program;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXE: &str = env!("CARGO_BIN_EXE_directkv");
@@ -40,12 +42,10 @@ fn directkv() -> ServerProcess {
     ServerProcess::directkv(Path::new(EXE), "64M", 32, 0.5, None).expect("directkv serve starts")
 }
 
-/// The server, or `None` after a loud message when its program is not installed.
+/// The server, or `None` (skipped) when its program is not installed and peers are not
+/// required; a failure when they are.
 fn system_server(program: &str) -> Option<ServerProcess> {
-    if let Err(e) = find_program(program, program) {
-        eprintln!("\n!!! SKIPPED: {e}\n");
-        return None;
-    }
+    require_program(program, program)?;
     Some(match program {
         "redis-server" => ServerProcess::redis(None).expect("redis-server starts"),
         _ => ServerProcess::memcached(64, None).expect("memcached starts"),
@@ -461,8 +461,7 @@ fn bench_run_json_csv_and_png() {
 fn bench_compare_end_to_end() {
     let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
     for program in ["redis-server", "memcached"] {
-        if let Err(e) = find_program(program, program) {
-            eprintln!("\n!!! SKIPPED: {e}\n");
+        if require_program(program, program).is_none() {
             return;
         }
     }

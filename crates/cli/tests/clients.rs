@@ -1,10 +1,20 @@
 //! Real Redis clients against a real `directkv serve` process: redis-cli, redis-benchmark and
-//! redis-py (installed by `scripts/test.sh`). The server is stopped by process id at the end.
+//! redis-py (installed by `scripts/test.sh`, redis-py in the virtual environment `.venv/`). The
+//! server is stopped by process id at the end. A missing client skips its test, or fails it
+//! where peers are required (`directkv_testkit::peer`: scripts/test.sh and CI).
+//!
+//! The Python that runs redis-py is `DIRECTKV_PYTHON` (scripts/test.sh points it at
+//! `.venv/bin/python`), else `python3`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use directkv_sys::process::ServerProcess;
+use directkv_testkit::peer::{require_peer, require_program};
+
+/// Names the Python interpreter that has redis-py.
+const PYTHON_ENV: &str = "DIRECTKV_PYTHON";
+const PYTHON_DEFAULT: &str = "python3";
 
 /// Starts `directkv serve` with two shards on an ephemeral port, learned from its start-up line
 /// so that parallel tests never race for a port; stopped by process id when dropped.
@@ -17,25 +27,40 @@ fn serve() -> ServerProcess {
     .expect("directkv serve starts")
 }
 
-fn tool(name: &str) -> Command {
-    assert!(
-        Command::new("sh")
-            .args(["-c", &format!("command -v {name}")])
-            .output()
-            .unwrap()
-            .status
-            .success(),
-        "{name} is not installed: run scripts/test.sh, which installs it"
-    );
-    Command::new(name)
+/// A command running `name` (from Debian's `package`), or `None` when it is missing and
+/// peers are not required.
+fn tool(name: &str, package: &str) -> Option<Command> {
+    require_program(name, package).map(Command::new)
+}
+
+/// The Python interpreter of `DIRECTKV_PYTHON` (or `python3`) if it can import redis-py.
+fn python_with_redis_py() -> Result<PathBuf, String> {
+    let python = std::env::var_os(PYTHON_ENV).unwrap_or_else(|| PYTHON_DEFAULT.into());
+    let out = Command::new(&python)
+        .args(["-c", "import redis"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.to_string_lossy()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} cannot import redis ({}); bash scripts/test.sh installs redis-py in .venv/ \
+             and sets {PYTHON_ENV}=.venv/bin/python",
+            python.to_string_lossy(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(PathBuf::from(python))
 }
 
 #[test]
 fn redis_cli_works() {
+    if tool("redis-cli", "redis-tools").is_none() {
+        return;
+    }
     let s = serve();
     let p = s.addr.port().to_string();
     let run = |args: &[&str]| {
-        let out = tool("redis-cli")
+        let out = tool("redis-cli", "redis-tools")
+            .expect("redis-cli is installed")
             .args(["-p", &p])
             .args(args)
             .output()
@@ -54,9 +79,15 @@ fn redis_cli_works() {
 
 #[test]
 fn redis_benchmark_runs_without_warnings() {
+    let Some(mut timeout) = tool("timeout", "coreutils") else {
+        return;
+    };
+    if tool("redis-benchmark", "redis-tools").is_none() {
+        return;
+    }
     let s = serve();
     // `timeout` bounds the run even if the server misbehaves.
-    let out = tool("timeout")
+    let out = timeout
         .args([
             "120",
             "redis-benchmark",
@@ -83,9 +114,12 @@ fn redis_benchmark_runs_without_warnings() {
 
 #[test]
 fn redis_py_works() {
+    let Some(python) = require_peer("redis-py", python_with_redis_py()) else {
+        return;
+    };
     let s = serve();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_check.py");
-    let out = tool("python3")
+    let out = Command::new(python)
         .args([script, &s.addr.port().to_string()])
         .output()
         .unwrap();

@@ -35,7 +35,8 @@ use std::time::Instant;
 
 use common::{start, Client};
 use directkv_proto::resp::{encode_command, Reply};
-use directkv_sys::process::{find_program, ServerProcess};
+use directkv_sys::process::ServerProcess;
+use directkv_testkit::peer::require_program;
 
 /// Commands per round, and the rounds: (seed, directkv shards, RESP3).
 const COMMANDS_PER_ROUND: usize = 12_000;
@@ -57,26 +58,12 @@ const DIFFERENCES_MAX: usize = 25;
 /// out and redis' bind, and redis then exits.
 const REDIS_START_TRIES: usize = 5;
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
-
 /// Starts redis-server on a free loopback port (the workspace's one child-process helper,
-/// `directkv_sys::process`, which stops it by PID when dropped), or `None` (after a loud
-/// message) when it is not installed and CI is not set; under CI a missing redis-server fails
-/// the test.
+/// `directkv_sys::process`, which stops it by PID when dropped), or `None` when it is not
+/// installed, by the test kit's rule for peers: skipped loudly on a bare `cargo test`, a
+/// failure under scripts/test.sh (`DIRECTKV_REQUIRE_PEERS`) and CI.
 fn start_redis() -> Option<ServerProcess> {
-    if let Err(e) = find_program("redis-server", "redis-server") {
-        assert!(
-            !ci(),
-            "redis-server is not installed ({e}); CI must run the differential test"
-        );
-        eprintln!(
-            "\n!!! SKIPPED redis_differential: redis-server is not installed ({e}); \
-             install it (apt-get install redis-server) to compare directkv with Redis\n"
-        );
-        return None;
-    }
+    require_program("redis-server", "redis-server")?;
     let mut last_error = String::new();
     for _ in 0..REDIS_START_TRIES {
         match ServerProcess::redis(None) {

@@ -9,6 +9,7 @@
 //! |-----------|----------|---------------|
 //! | `alloc`   | (always) | a counting global allocator and `assert_no_alloc` (STYLE habit 4) |
 //! | `vectors` | (always) | the record parser of the `tests/vectors/*.txt` files, hex helpers |
+//! | `peer`    | (always) | `require_peer`: a missing redis-server, memcached, ... skips, or fails under `DIRECTKV_REQUIRE_PEERS`/`CI` |
 //! | `model`   | `model`  | SPEC section 1 applied one operation at a time to a `HashMap` |
 //! | `server`  | `server` | an in-process server on an ephemeral loopback port, metrics scraping, a tiny RESP client |
 //!
@@ -16,6 +17,7 @@
 //! the model but not the server.
 
 pub mod alloc;
+pub mod peer;
 pub mod vectors;
 
 #[cfg(feature = "model")]

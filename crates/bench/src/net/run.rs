@@ -1,10 +1,19 @@
 //! `directkv bench run`: one workload against one running target, at one or several depths.
 //!
 //! ```text
-//!   resolve keys (--keys, or --utilization × the server's arena_bytes from INFO)
-//!     -> connect `connections` drivers -> load every key once (pipelined, --load-depth)
+//!   resolve keys (--keys, or --utilization × the server's arena_bytes from INFO, or
+//!                 KEYS_DEFAULT)
+//!     -> connect `connections` drivers
+//!     -> refuse a target that already holds keys (unless --load-anyway or --skip-load)
+//!     -> load every key once (pipelined, --load-depth)
 //!     -> for each depth: warm-up + measured run (closed or open loop) -> RunReport
 //! ```
+//!
+//! The defaults suit a user trying the README's command against the server they just started:
+//! a modest key count (a fill of the server's memory is asked for with --utilization), and no
+//! writes into a server that holds data the user may care about. The key count comes from
+//! `DBSIZE` on the target's address, for native targets too (directkv serves RESP and native on
+//! one port), and from memcached's `stats` (`curr_items`).
 //!
 //! Everything runs on one current-thread tokio runtime, which is the right host for one
 //! load-generator core. The progress bar (indicatif, on stderr) is the caller's choice.
@@ -20,6 +29,11 @@ use crate::report::{LoadSummary, RunReport, RunResult};
 
 /// Operations per batch in the load phase when not given.
 pub const LOAD_DEPTH_DEFAULT: usize = 256;
+/// Keys loaded when neither a key count nor a utilization is given: a few MB on the server,
+/// loaded in seconds even on a busy machine, and more keys than a CPU cache holds.
+pub const KEYS_DEFAULT: u64 = 100_000;
+/// How long the target has to say how many keys it holds before the load phase.
+pub const KEY_COUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Everything `bench run` needs.
 #[derive(Debug, Clone)]
@@ -27,9 +41,10 @@ pub struct NetRunArgs {
     pub target: Target,
     pub workload: WorkloadKind,
     pub dist: Distribution,
-    /// Fixed key count; `None` fills `utilization` of the server's memory (directkv only).
+    /// Fixed key count; `None` fills `utilization` of the server's memory (directkv only) when
+    /// that is given, else loads `KEYS_DEFAULT` keys.
     pub keys: Option<u64>,
-    pub utilization: f64,
+    pub utilization: Option<f64>,
     pub shape: DataShape,
     /// One measured run per depth, in order.
     pub depths: Vec<usize>,
@@ -41,6 +56,8 @@ pub struct NetRunArgs {
     pub seed: u64,
     /// Skip the load phase (the target already holds the keys).
     pub skip_load: bool,
+    /// Load even into a target that already holds keys (refused otherwise).
+    pub load_anyway: bool,
     pub load_depth: usize,
     /// Busy-poll the sockets during measured runs (`RunConfig::busy_poll`).
     pub busy_poll: bool,
@@ -109,11 +126,18 @@ async fn run_async(
     format: ValueFormat,
     progress: &dyn ProgressFactory,
 ) -> Result<RunReport, String> {
-    let keys = match args.keys {
-        Some(0) => return Err("--keys must be at least 1".to_string()),
-        Some(k) => k,
-        None => keys_from_server(args.target, args.utilization, args.shape).await?,
+    let keys = match (args.keys, args.utilization) {
+        (Some(_), Some(_)) => {
+            return Err("give --keys or --utilization, not both".to_string());
+        }
+        (Some(0), None) => return Err("--keys must be at least 1".to_string()),
+        (Some(k), None) => k,
+        (None, Some(u)) => keys_from_server(args.target, u, args.shape).await?,
+        (None, None) => KEYS_DEFAULT,
     };
+    if !args.skip_load && !args.load_anyway {
+        refuse_a_target_with_keys(args.target, keys, args.shape).await?;
+    }
     let spec = WorkloadSpec {
         kind: args.workload,
         dist: args.dist,
@@ -230,4 +254,49 @@ async fn keys_from_server(
         .parse()
         .map_err(|_| format!("{}: bad arena_bytes {arena:?}", target.url()))?;
     Ok(keys_for_utilization(arena, utilization, shape))
+}
+
+/// Errs, naming the flags that go on, when `target` already holds keys: the load phase would
+/// write `keys` keys into a server the user may keep other data in.
+async fn refuse_a_target_with_keys(
+    target: Target,
+    keys: u64,
+    shape: DataShape,
+) -> Result<(), String> {
+    let held = tokio::time::timeout(KEY_COUNT_TIMEOUT, keys_held(target, shape))
+        .await
+        .map_err(|_| {
+            format!(
+                "{}: no answer to the key count within {KEY_COUNT_TIMEOUT:?} (not a key-value \
+                 server of this scheme?)",
+                target.url()
+            )
+        })?
+        .map_err(|e| format!("{}: cannot count the keys it holds: {e}", target.url()))?;
+    if held == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{} holds {held} key{} already: the load phase would write {keys} keys of its own into \
+         it. Point it at an empty server, pass --load-anyway to load all the same, or --skip-load \
+         if the server holds this benchmark's keys from an earlier run",
+        target.url(),
+        if held == 1 { "" } else { "s" },
+    ))
+}
+
+/// Keys the target holds: `DBSIZE` for RESP and native targets (directkv answers RESP on its
+/// native port), `curr_items` of `stats` for memcached.
+async fn keys_held(target: Target, shape: DataShape) -> Result<u64, String> {
+    match target {
+        Target::Resp(addr) | Target::Native(addr) => {
+            let mut driver = RespDriver::connect(addr, shape, ValueFormat::Bytes)
+                .await
+                .map_err(|e| e.to_string())?;
+            driver.dbsize().await.map_err(|e| e.to_string())
+        }
+        Target::Memcache(addr) => crate::net::driver::memcache::curr_items(addr)
+            .await
+            .map_err(|e| e.to_string()),
+    }
 }

@@ -16,12 +16,13 @@ pub struct RunFlags {
     target: String,
     #[command(flatten)]
     common: NetWorkloadFlags,
-    /// Keys to load (default: fill --utilization of the server's memory, directkv only).
+    /// Keys to load [default: 100000, or what --utilization asks for].
     #[arg(long)]
     keys: Option<u64>,
-    /// Memory utilization the load phase fills to when --keys is not given.
-    #[arg(long, default_value_t = 0.5)]
-    utilization: f64,
+    /// Instead of --keys: load as many keys as fill this share of the server's memory, e.g.
+    /// 0.5 (a directkv RESP target, which reports its memory).
+    #[arg(long)]
+    utilization: Option<f64>,
     /// Run once per depth in this comma-separated list instead of --depth, e.g. 1,4,16,64,256.
     #[arg(long, value_delimiter = ',')]
     depth_sweep: Option<Vec<usize>>,
@@ -31,6 +32,10 @@ pub struct RunFlags {
     /// The target already holds the keys: skip the load phase.
     #[arg(long)]
     skip_load: bool,
+    /// Load the keys even into a server that already holds keys (refused by default, so that
+    /// a benchmark does not write into a server whose data someone may need).
+    #[arg(long, conflicts_with = "skip_load")]
+    load_anyway: bool,
     /// Also write the results as CSV to this file.
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
@@ -54,6 +59,7 @@ pub fn run(f: RunFlags) -> Result<(), String> {
         rate: f.rate,
         seed: f.common.seed,
         skip_load: f.skip_load,
+        load_anyway: f.load_anyway,
         load_depth: f.common.load_depth,
         busy_poll: !f.common.no_busy_poll,
     };

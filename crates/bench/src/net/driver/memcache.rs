@@ -31,6 +31,8 @@ pub const MEMCACHE_KEY_LEN_MAX: usize = 250;
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// The longest reply line accepted before the reply is called invalid.
 const LINE_LEN_MAX: usize = 1024;
+/// The longest `stats` reply read (memcached's is about 3 KB).
+const STATS_REPLY_LEN_MAX: usize = 64 << 10;
 
 pub struct MemcacheDriver {
     stream: TcpStream,
@@ -45,6 +47,33 @@ pub struct MemcacheDriver {
     read_hit: Vec<bool>,
     /// Per write of the batch, in request order: its verdict.
     write_result: Vec<Verdict>,
+}
+
+/// The number of items memcached at `addr` holds: `curr_items` of `stats`, on a connection of
+/// its own. The reply is read up to its `END` line, and at most `STATS_REPLY_LEN_MAX` bytes.
+pub async fn curr_items(addr: SocketAddr) -> Result<u64, DriverError> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| DriverError::Connect {
+            target: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    stream.write_all(b"stats\r\n").await?;
+    let mut reply = Vec::with_capacity(READ_CHUNK_BYTES);
+    while !reply.ends_with(b"END\r\n") {
+        if reply.len() > STATS_REPLY_LEN_MAX {
+            return Err(DriverError::Protocol(format!(
+                "stats reply longer than {STATS_REPLY_LEN_MAX} bytes"
+            )));
+        }
+        if stream.read_buf(&mut reply).await? == 0 {
+            return Err(DriverError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .find_map(|line| line.strip_prefix("STAT curr_items ")?.trim().parse().ok())
+        .ok_or_else(|| DriverError::Protocol("stats reply without curr_items".to_string()))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -113,6 +113,22 @@ impl RespDriver {
         }))
     }
 
+    /// The number of keys the server holds (`DBSIZE`).
+    pub async fn dbsize(&mut self) -> Result<u64, DriverError> {
+        self.out.clear();
+        encode_command(&[b"DBSIZE"], &mut self.out);
+        self.stream.write_all(&self.out).await?;
+        match self.next_reply().await? {
+            Reply::Integer(n) => {
+                u64::try_from(n).map_err(|_| DriverError::Protocol(format!("DBSIZE answered {n}")))
+            }
+            Reply::Error(e) => Err(DriverError::Server(e)),
+            other => Err(DriverError::Protocol(format!(
+                "DBSIZE answered with {other:?}"
+            ))),
+        }
+    }
+
     /// Sends `ops` as one pipeline and waits for every reply.
     pub async fn execute(
         &mut self,
