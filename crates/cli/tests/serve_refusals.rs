@@ -8,7 +8,15 @@ use std::time::{Duration, Instant};
 /// (with failure) within the deadline; a server that starts instead is killed and the test fails.
 fn serve_refused(args: &[&str]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_directkv"))
-        .args(["serve", "--port", "0", "--metrics-port", "0", "--no-ocsm"])
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--ocsm-port",
+            "0",
+        ])
         .args(["--shards", "1", "--memory", "8M"])
         .args(args)
         .stdin(Stdio::null())
@@ -43,4 +51,12 @@ fn an_empty_password_is_refused_from_the_flag_and_the_file() {
     let err = serve_refused(&["--config", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);
     assert!(err.contains("requirepass"), "{err}");
+}
+
+#[test]
+fn udp_with_a_password_needs_the_acknowledgement() {
+    for flag in ["--udp", "--ocsm"] {
+        let err = serve_refused(&["--requirepass", "pw", flag, "yes"]);
+        assert!(err.contains("--udp-insecure"), "{flag}: {err}");
+    }
 }

@@ -189,3 +189,31 @@ fn an_http_post_is_closed_and_runs_nothing() {
     assert_eq!(c.cmd(&["SET", "fine", "1"]), ok());
     srv.stop();
 }
+
+#[test]
+fn datagrams_with_a_password_need_an_explicit_acknowledgement() {
+    let asked = ServerConfig {
+        requirepass: Some(PASSWORD.into()),
+        udp: Some(true),
+        ..config(1)
+    };
+    let err = Server::start(asked.clone())
+        .err()
+        .expect("--udp yes with a password started without --udp-insecure");
+    assert!(err.contains("--udp-insecure"), "{err}");
+    // Acknowledged: served, as the operator asked (and warned about at start).
+    let srv = start_with(ServerConfig {
+        udp_insecure: true,
+        ..asked
+    });
+    assert_eq!(srv.udp_addr(), Some(srv.addr()));
+    assert!(srv.ocsm_addr().is_none(), "OCSM was not asked for");
+    srv.stop();
+    // Without a password on loopback both stay on, as before.
+    let open = start_with(ServerConfig {
+        ocsm_port: Some(0),
+        ..config(1)
+    });
+    assert!(open.udp_addr().is_some() && open.ocsm_addr().is_some());
+    open.stop();
+}
