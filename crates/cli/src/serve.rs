@@ -33,12 +33,27 @@ pub struct ServeFlags {
     /// Memory utilization the engine is tuned for (default 0.5, as the seeds measure).
     #[arg(long)]
     utilization: Option<f64>,
+    /// Password for RESP AUTH/HELLO and native HELLO (an empty one is refused). While it is
+    /// set, native UDP and OCSM are off unless asked for (see --udp-insecure).
     #[arg(long)]
     requirepass: Option<String>,
+    /// Native protocol over UDP on the TCP port: yes | no (default: yes on a loopback address
+    /// without --requirepass, else no). Its datagrams carry no password: with --requirepass,
+    /// `--udp yes` is refused unless --udp-insecure is given too.
+    #[arg(long, value_parser = parse_yes_no)]
+    udp: Option<bool>,
+    /// OCSM over UDP: yes | no (default as --udp; `--ocsm yes` with --requirepass needs
+    /// --udp-insecure).
+    #[arg(long, value_parser = parse_yes_no, conflicts_with = "no_ocsm")]
+    ocsm: Option<bool>,
+    /// Acknowledge that --udp yes / --ocsm yes serve unauthenticated datagrams although
+    /// --requirepass is set: anyone who reaches those ports can read and write every key.
+    #[arg(long)]
+    udp_insecure: bool,
     /// OCSM UDP port (0 = any free port).
     #[arg(long)]
     ocsm_port: Option<u16>,
-    /// Do not serve OCSM.
+    /// Do not serve OCSM (as --ocsm no).
     #[arg(long, conflicts_with = "ocsm_port")]
     no_ocsm: bool,
     /// OCSM server path: plain (recv_from/send_to) | batched (recvmmsg/sendmmsg bursts on
@@ -49,6 +64,14 @@ pub struct ServeFlags {
     /// (0 = block in epoll at once; default 100).
     #[arg(long)]
     busy_poll_us: Option<u64>,
+}
+
+fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s {
+        "yes" | "true" | "on" => Ok(true),
+        "no" | "false" | "off" => Ok(false),
+        _ => Err(format!("{s:?}: give yes or no")),
+    }
 }
 
 fn parse_ocsm_path(s: &str) -> Result<directkv_server::ocsm::OcsmPath, String> {
@@ -106,6 +129,15 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     if f.ocsm_port.is_some() {
         cfg.ocsm_port = f.ocsm_port;
     }
+    if f.udp.is_some() {
+        cfg.udp = f.udp;
+    }
+    if f.ocsm.is_some() {
+        cfg.ocsm = f.ocsm;
+    }
+    if f.udp_insecure {
+        cfg.udp_insecure = true;
+    }
     if f.no_ocsm {
         cfg.ocsm_port = None;
     }
@@ -118,9 +150,10 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
         std::io::stderr(),
-        "directkv {} serving RESP and native on {} (metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (native UDP {}, metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
+        if server.udp_addr().is_some() { "on" } else { "off" },
         server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
         server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.ocsm_path.name(),

@@ -1,5 +1,13 @@
 //! Server settings: every limit has a name and a default; all of them can be set in a TOML file
 //! (`directkv serve --config file.toml`) and the common ones by flags.
+//!
+//! Datagrams and the password: native UDP and OCSM carry no password (a datagram has no
+//! connection to hold an AUTH), so with `requirepass` set they would let anyone who can reach
+//! the port read and write every key. Both are therefore on by default only on a loopback
+//! address without a password (`udp`/`ocsm` left unset); with a password they are off unless
+//! turned on explicitly AND acknowledged with `udp_insecure`, and `validate` refuses the
+//! explicit request without the acknowledgement. An empty `requirepass` is refused: it is no
+//! password.
 
 use serde::Deserialize;
 
@@ -48,6 +56,15 @@ pub struct ServerConfig {
     /// Total arena bytes, split evenly over the shards.
     pub memory_bytes: usize,
     pub requirepass: Option<String>,
+    /// Native protocol over UDP on `port`: None = on only on a loopback address without
+    /// `requirepass` (see the module comment); Some(true) with a password needs `udp_insecure`.
+    pub udp: Option<bool>,
+    /// OCSM over UDP on `ocsm_port`, with the same rule as `udp` (`ocsm_port = None` also turns
+    /// it off).
+    pub ocsm: Option<bool>,
+    /// The operator's acknowledgement that native UDP and OCSM, turned on with `udp`/`ocsm`,
+    /// serve unauthenticated datagrams although `requirepass` is set.
+    pub udp_insecure: bool,
     pub key_len_max: usize,
     pub value_len_max: usize,
     pub connections_max: usize,
@@ -89,6 +106,9 @@ impl Default for ServerConfig {
             shards: 0,
             memory_bytes: 1 << 30,
             requirepass: None,
+            udp: None,
+            ocsm: None,
+            udp_insecure: false,
             key_len_max: KEY_LEN_MAX_DEFAULT,
             value_len_max: VALUE_LEN_MAX_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,
@@ -117,9 +137,22 @@ impl ServerConfig {
 
     /// Refuses settings that are unsafe or cannot work.
     pub fn validate(&self) -> Result<(), String> {
-        let loopback = matches!(self.bind.as_str(), "127.0.0.1" | "localhost" | "::1")
-            || self.bind.starts_with("127.");
-        if !loopback && self.requirepass.is_none() {
+        if self.requirepass.as_deref() == Some("") {
+            return Err(
+                "refusing an empty requirepass: an empty password is no password (set a non-empty one, or leave requirepass out on a loopback address)"
+                    .into(),
+            );
+        }
+        if self.requirepass.is_some() && !self.udp_insecure {
+            for (name, on) in [("udp", self.udp), ("ocsm", self.ocsm)] {
+                if on == Some(true) {
+                    return Err(format!(
+                        "refusing {name} = true (--{name} yes) with requirepass: its datagrams carry no password, so anyone reaching the port could read and write every key; add udp_insecure = true (--udp-insecure) to serve them anyway"
+                    ));
+                }
+            }
+        }
+        if !self.bind_is_loopback() && self.requirepass.is_none() {
             return Err(format!(
                 "refusing to bind {} without --requirepass: only loopback addresses may run without a password",
                 self.bind
@@ -158,8 +191,27 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The OCSM port to bind, if any (see `ocsm_port`).
+    fn bind_is_loopback(&self) -> bool {
+        matches!(self.bind.as_str(), "127.0.0.1" | "localhost" | "::1")
+            || self.bind.starts_with("127.")
+    }
+
+    /// Whether an unauthenticated datagram protocol switched `on` is served: as asked, or when
+    /// unset, only on a loopback address without a password (see the module comment).
+    fn datagrams_served(&self, on: Option<bool>) -> bool {
+        on.unwrap_or(self.bind_is_loopback() && self.requirepass.is_none())
+    }
+
+    /// Whether native UDP is served on `port` (see `udp`).
+    pub fn udp_enabled(&self) -> bool {
+        self.datagrams_served(self.udp)
+    }
+
+    /// The OCSM port to bind, if any (see `ocsm` and `ocsm_port`).
     pub fn ocsm_port_effective(&self) -> Option<u16> {
+        if !self.datagrams_served(self.ocsm) {
+            return None;
+        }
         match self.ocsm_port {
             Some(OCSM_PORT_DEFAULT) if self.port == 0 => Some(0),
             p => p,
@@ -206,5 +258,50 @@ mod tests {
         c.requirepass = Some("x".into());
         assert!(c.validate().is_ok());
         assert!(ServerConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn datagrams_follow_the_bind_and_the_password() {
+        let open = ServerConfig::default();
+        assert!(open.udp_enabled() && open.ocsm_port_effective().is_some());
+        let pw = ServerConfig {
+            requirepass: Some("pw".into()),
+            ..Default::default()
+        };
+        assert!(!pw.udp_enabled() && pw.ocsm_port_effective().is_none());
+        for (udp, ocsm) in [(Some(true), None), (None, Some(true))] {
+            let mut asked = ServerConfig {
+                udp,
+                ocsm,
+                ..pw.clone()
+            };
+            assert!(asked.validate().unwrap_err().contains("--udp-insecure"));
+            asked.udp_insecure = true;
+            assert!(asked.validate().is_ok());
+            assert_eq!(asked.udp_enabled(), udp.is_some());
+            assert_eq!(asked.ocsm_port_effective().is_some(), ocsm.is_some());
+        }
+        let exposed = ServerConfig {
+            bind: "0.0.0.0".into(),
+            ..pw.clone()
+        };
+        assert!(!exposed.udp_enabled() && exposed.ocsm_port_effective().is_none());
+        let off = ServerConfig {
+            udp: Some(false),
+            ocsm: Some(false),
+            ..Default::default()
+        };
+        assert!(!off.udp_enabled() && off.ocsm_port_effective().is_none());
+        let c = ServerConfig::from_toml("udp = false\nocsm = true\nudp_insecure = true\n").unwrap();
+        assert_eq!(
+            (c.udp, c.ocsm, c.udp_insecure),
+            (Some(false), Some(true), true)
+        );
+    }
+
+    #[test]
+    fn an_empty_password_is_no_password() {
+        let c = ServerConfig::from_toml("requirepass = \"\"\n").unwrap();
+        assert!(c.validate().unwrap_err().contains("empty"));
     }
 }

@@ -23,7 +23,8 @@
 //!                Job; shard tasks. dispatch.rs: the protocol-neutral batch-by-shard core.
 //!                batch.rs: batches that own their bytes; busy_poll.rs
 //!  resp/         RESP connections, commands (cmd/), reply rendering, INFO
-//!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs)
+//!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs;
+//!                like OCSM, off while a password is set unless acknowledged: config.rs)
 //!  ocsm/         OCSM over UDP on its own port: three paths sharing one Burst
 //!  admin/        Prometheus /metrics over HTTP
 //!  stats.rs      ServerStats and COUNTERS, the one table INFO and /metrics render
@@ -65,6 +66,7 @@ pub struct Server {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     ocsm_addr: Option<SocketAddr>,
+    udp_addr: Option<SocketAddr>,
     stats: Arc<ServerStats>,
     stop_tx: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -149,9 +151,11 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
-        let udp =
-            std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
-        {
+        let mut udp_addr = None;
+        if cfg.udp_enabled() {
+            let udp = std::net::UdpSocket::bind(addr)
+                .map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
+            udp_addr = Some(addr);
             let limits = directkv_proto::native::NativeLimits {
                 key_len_max: cfg.key_len_max as u8,
                 value_len_max: cfg.value_len_max as u32,
@@ -164,6 +168,7 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
+        warn_about_datagrams(&cfg, udp_addr.is_some(), ocsm_addr.is_some());
         let mut metrics_addr = None;
         if let Some(port) = cfg.metrics_port {
             let l = TcpListener::bind((cfg.bind.as_str(), port))
@@ -183,6 +188,7 @@ impl Server {
             addr,
             metrics_addr,
             ocsm_addr,
+            udp_addr,
             stats,
             stop_tx,
             threads,
@@ -202,6 +208,11 @@ impl Server {
     /// Where OCSM is served over UDP, if enabled.
     pub fn ocsm_addr(&self) -> Option<SocketAddr> {
         self.ocsm_addr
+    }
+
+    /// Where the native protocol is served over UDP, if enabled (the TCP port's number).
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp_addr
     }
 
     /// OCSM counters (datagrams, messages, refused datagrams, bursts).
@@ -246,6 +257,35 @@ impl Server {
             }
         });
         self.shutdown();
+    }
+}
+
+/// Says at start what the password means for the datagram protocols (config.rs's module
+/// comment): with `requirepass`, each one is either off (and the line names the flags that
+/// would turn it on) or on by the operator's explicit `--udp-insecure`.
+fn warn_about_datagrams(cfg: &ServerConfig, udp_on: bool, ocsm_on: bool) {
+    if cfg.requirepass.is_none() {
+        return;
+    }
+    // No port is as explicit an "off" as `ocsm = false`.
+    let ocsm_asked = if cfg.ocsm_port.is_none() {
+        Some(false)
+    } else {
+        cfg.ocsm
+    };
+    for (name, on, asked) in [
+        ("native UDP", udp_on, cfg.udp),
+        ("OCSM", ocsm_on, ocsm_asked),
+    ] {
+        if on {
+            tracing::warn!(
+                "{name} serves unauthenticated datagrams although requirepass is set (--udp-insecure): anyone reaching its port can read and write every key"
+            );
+        } else if asked.is_none() {
+            tracing::warn!(
+                "{name} is off: requirepass is set and its datagrams carry no password (--udp yes / --ocsm yes with --udp-insecure serve it anyway)"
+            );
+        }
     }
 }
 

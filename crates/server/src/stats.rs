@@ -28,6 +28,8 @@ pub(crate) struct ServerStats {
     pub(crate) commands: AtomicU64,
     pub(crate) rejected_connections: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
+    /// RESP connections closed for a cross-protocol request (`POST` or `Host:`, issue 19).
+    pub(crate) security_attacks: AtomicU64,
     /// Batches a connection's shard sent to another shard's queue (a client that is not
     /// shard-aware, or RESP): zero while every client routes by the shard map.
     pub(crate) forwarded_batches: AtomicU64,
@@ -209,6 +211,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Connections closed for malformed input.",
         |s| s.protocol_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "security_attacks",
+        "directkv_security_attacks_total",
+        Kind::Counter,
+        "RESP connections closed for an HTTP request line or header (POST, Host:).",
+        |s| s.security_attacks.load(Ordering::Relaxed),
     ),
     server(
         "Forwarding",

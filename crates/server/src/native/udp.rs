@@ -2,6 +2,10 @@
 //! with one datagram. A blocking thread receives, sends each shard its operations over the
 //! shard queues, and replies.
 //!
+//! No password: a datagram has no connection to hold an AUTH, so `lib.rs` serves this only
+//! while `ServerConfig::udp_enabled` (by default: a loopback address without `requirepass`;
+//! with a password only by the operator's explicit `udp` + `udp_insecure`).
+//!
 //! Anti-amplification: UDP senders are never authenticated, so a reply is never larger than
 //! its request. Results whose data would not fit get the status "value too large" and no data
 //! (clients that want large values over UDP send large batches, or use TCP).

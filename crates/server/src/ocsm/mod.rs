@@ -31,6 +31,10 @@
 //! replies are the 6-byte header, and a datagram shorter than the header gets no reply. The
 //! sender checks it once more before every send.
 //!
+//! No password: served only while `ServerConfig::ocsm_port_effective` gives a port (by default
+//! on a loopback address without `requirepass`; with a password only by the operator's explicit
+//! `ocsm` + `udp_insecure`).
+//!
 //! Non-goals: authentication, retransmission (clients retry), routing a datagram's messages
 //! anywhere but their owning shards.
 

@@ -6,6 +6,11 @@
 //! reading fills its socket buffers and is slowed; a client that does not read its replies
 //! within `reply_write_timeout_secs` is disconnected. Input is bounded by
 //! `conn_input_bytes_max`.
+//!
+//! Cross-protocol requests: a web page can make a browser send `POST / HTTP/1.1` with headers
+//! and a text body to this port, and every line parses as an inline command. As Redis does, a
+//! command named `POST` or `Host:` (any case) closes the connection before it or anything
+//! after it runs, with no reply, a WARN log line and the `security_attacks` counter.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -78,6 +83,11 @@ pub(crate) async fn serve(
             {
                 return;
             }
+            if parsed.attack {
+                ctx.stats.security_attacks.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(shard = ctx.id, peer = ?s.peer_addr().ok(), "possible SECURITY ATTACK: a RESP connection sent POST or Host: (a web page posting to this port?); closed");
+                return;
+            }
             if let Some(e) = parsed.error {
                 ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(shard = ctx.id, error = %e, "closing a RESP connection after a protocol error");
@@ -120,6 +130,13 @@ struct Parsed {
     /// More complete commands may follow (the batch limit was reached).
     more: bool,
     error: Option<resp::ProtocolError>,
+    /// A command was `POST` or `Host:`: close without a reply (see the module comment).
+    attack: bool,
+}
+
+/// An HTTP request line or header read as a RESP command.
+fn is_http(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
 }
 
 /// Parses up to `batch_cmds` commands, runs them, appends the replies.
@@ -140,6 +157,7 @@ async fn parse_commands(
     // Commands already added to the shard's counter.
     let mut counted = 0;
     let mut error = None;
+    let mut attack = false;
     pending.clear();
     while count < batch_cmds {
         match resp::parse_command(&buf[used..], limits, args) {
@@ -154,6 +172,10 @@ async fn parse_commands(
                 let command = args.command(cmd_bytes);
                 if command.is_empty() {
                     continue;
+                }
+                if command.iter().next().is_some_and(is_http) {
+                    attack = true;
+                    break;
                 }
                 count += 1;
                 // Arguments as slices: on the stack for the usual few, else in a vector.
@@ -199,6 +221,7 @@ async fn parse_commands(
         commands: count,
         more: count == batch_cmds,
         error,
+        attack,
     }
 }
 
