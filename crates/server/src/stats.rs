@@ -37,6 +37,8 @@ pub(crate) struct ServerStats {
     pub(crate) busy_polls: AtomicU64,
     /// Times a shard's poller parked after `busy_poll_us` without a request.
     pub(crate) busy_poll_sleeps: AtomicU64,
+    /// Panics contained while serving a request (`shard/panics.rs`): each one a bug.
+    pub(crate) panics: AtomicU64,
     pub(crate) ocsm: OcsmStats,
 }
 
@@ -209,6 +211,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Connections closed for malformed input.",
         |s| s.protocol_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "panics",
+        "directkv_panics_total",
+        Kind::Counter,
+        "Panics contained while serving a request (each ended only its connection, datagram or batch; each is a bug).",
+        |s| s.panics.load(Ordering::Relaxed),
     ),
     server(
         "Forwarding",
