@@ -304,8 +304,11 @@ impl Results {
         debug_assert!(bytes_max <= u32::MAX as usize);
         self.bytes_max = bytes_max;
         self.items.clear();
-        self.items.resize(n, PENDING);
         self.data.clear();
+        if self.data.capacity() > bytes_max {
+            self.data.shrink_to(bytes_max);
+        }
+        self.items.resize(n, PENDING);
     }
 
     /// Starts the data of a result: bytes appended until `finish` belong to it.
@@ -329,13 +332,13 @@ impl Results {
     #[inline(always)]
     pub(crate) fn finish_found(&mut self, i: usize, value: &[u8], no_return: bool) {
         let start = self.data.len();
-        if !no_return {
-            // `start <= bytes_max` between operations, so this does not wrap.
-            if value.len() > self.bytes_max - start {
-                self.refuse(i, start);
-                return;
-            }
-            push_small(&mut self.data, value);
+        debug_assert!(self.data.capacity() <= self.bytes_max || self.data.capacity() == 0);
+        // The budget costs nothing on the common path: a small value that fits the buffer's
+        // capacity, which never exceeds `bytes_max` between operations (see `finish`), is
+        // within it; only the path that grows the buffer checks.
+        if !no_return && !push_fast(&mut self.data, value) && !self.push_budgeted(value) {
+            self.refuse(i, start);
+            return;
         }
         self.items[i] = OpResult {
             status: Status::Ok,
@@ -360,8 +363,8 @@ impl Results {
     pub(crate) fn finish(&mut self, i: usize, status: Status, start: usize) {
         if matches!(status, Status::Error(_)) {
             self.data.truncate(start);
-        } else if self.data.len() > self.bytes_max {
-            self.refuse(i, start);
+        } else if self.data.capacity() > self.bytes_max {
+            self.over_budget(i, start);
             return;
         }
         let len = self.data.len() - start;
@@ -374,6 +377,44 @@ impl Results {
 }
 
 impl Results {
+    /// Appends `v` if the budget has room, growing the buffer to at most `bytes_max`.
+    #[inline(never)]
+    fn push_budgeted(&mut self, v: &[u8]) -> bool {
+        let len = self.data.len();
+        // `len <= capacity <= bytes_max` between operations, so this does not wrap.
+        if v.len() > self.bytes_max - len {
+            return false;
+        }
+        if self.data.capacity() - len < v.len() {
+            let want = (self.data.capacity() * 2)
+                .max(len + v.len())
+                .min(self.bytes_max);
+            self.data.reserve_exact(want - len);
+        }
+        self.data.extend_from_slice(v);
+        true
+    }
+
+    /// The data of result `i` (appended since `start` by a writer that grows the buffer as it
+    /// likes) left the buffer's capacity above `bytes_max`: refuses the data if its length
+    /// passed the budget too, then brings the capacity back under it, so the next small
+    /// values can again be appended unchecked.
+    #[cold]
+    #[inline(never)]
+    fn over_budget(&mut self, i: usize, start: usize) {
+        if self.data.len() > self.bytes_max {
+            self.refuse(i, start);
+        } else {
+            let len = self.data.len() - start;
+            self.items[i] = OpResult {
+                status: Status::Ok,
+                data_start: start as u32,
+                data_len: len as u32,
+            };
+        }
+        self.data.shrink_to(self.bytes_max);
+    }
+
     /// Result `i` is `ReplyTooLarge`: its data (appended since `start`) would pass `bytes_max`.
     #[cold]
     #[inline(never)]
@@ -394,10 +435,18 @@ impl Results {
 /// a small value into one and reading it back as a wider word stalls store forwarding).
 #[inline(always)]
 pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
+    if !push_fast(out, v) {
+        out.extend_from_slice(v);
+    }
+}
+
+/// Appends `v` to `out` as `push_small` does when it is 4 to 16 bytes long and fits `out`'s
+/// capacity; returns false, appending nothing, otherwise.
+#[inline(always)]
+fn push_fast(out: &mut Vec<u8>, v: &[u8]) -> bool {
     let n = v.len();
     if !(4..=16).contains(&n) || out.capacity() - out.len() < n {
-        out.extend_from_slice(v);
-        return;
+        return false;
     }
     let len = out.len();
     // SAFETY: 4 <= n <= 16 and `n` bytes are free past `len` (checked above); `v` is not in
@@ -406,6 +455,7 @@ pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
         copy_words(out.as_mut_ptr().add(len), v.as_ptr(), n);
         out.set_len(len + n);
     }
+    true
 }
 
 /// Copies `n` bytes, 4 <= n <= 16, from `s` to `d` as two overlapping word moves (8-byte words

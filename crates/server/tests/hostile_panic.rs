@@ -165,7 +165,7 @@ fn resp_mget_of_4096_large_values_gets_an_error_and_the_connection_keeps_working
     let srv = server(config(1));
     let mut c = Client::connect(&srv);
     let mut args: Vec<&[u8]> = vec![b"MGET"];
-    args.extend(std::iter::repeat(&b"k"[..]).take(GETS));
+    args.extend(std::iter::repeat_n(&b"k"[..], GETS));
     c.send(&args);
     match c.read() {
         Reply::Error(e) => assert!(e.starts_with("ERR "), "{e}"),
