@@ -15,6 +15,10 @@ use crate::slab::class_size_bytes;
 
 pub const KEY_LEN_MAX_DEFAULT: usize = 250;
 pub const VALUE_LEN_MAX_DEFAULT: usize = 1 << 20;
+/// Default `results_bytes_max`: reply bytes one batch may produce (64 MiB, 64 values of the
+/// default `value_len_max`). An operation whose reply data would pass it gets
+/// `OpError::ReplyTooLarge` instead; the limit also keeps every result offset within `u32`.
+pub const RESULTS_BYTES_MAX_DEFAULT: usize = 64 << 20;
 pub const WINDOW_DEFAULT: usize = 256;
 pub const WINDOW_MAX: usize = 4096;
 pub const EXPECTED_KV_BYTES_DEFAULT: usize = 32;
@@ -38,6 +42,8 @@ pub enum ExecMode {
 pub struct Limits {
     pub key_len_max: usize,
     pub value_len_max: usize,
+    /// Reply bytes of one batch (see `RESULTS_BYTES_MAX_DEFAULT`).
+    pub results_bytes_max: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +60,8 @@ pub struct EngineConfig {
     pub target_utilization: f64,
     pub key_len_max: usize,
     pub value_len_max: usize,
+    /// Reply bytes one batch may produce, at least `value_len_max` and at most `u32::MAX`.
+    pub results_bytes_max: usize,
     /// Operations in flight in the pipeline.
     pub window: usize,
     pub mode: ExecMode,
@@ -71,6 +79,7 @@ impl EngineConfig {
             target_utilization: TARGET_UTILIZATION_DEFAULT,
             key_len_max: KEY_LEN_MAX_DEFAULT,
             value_len_max: VALUE_LEN_MAX_DEFAULT,
+            results_bytes_max: RESULTS_BYTES_MAX_DEFAULT,
             window: WINDOW_DEFAULT,
             mode: ExecMode::Forward,
             prefault: false,

@@ -115,6 +115,15 @@ impl Engine {
                 "slab region of {slab_bytes} bytes cannot hold one key-value of {record_max} bytes; raise memory or lower value_len_max"
             )));
         }
+        // One result of `value_len_max` bytes must fit, and result offsets are 32-bit.
+        if cfg.results_bytes_max < cfg.value_len_max || cfg.results_bytes_max > u32::MAX as usize {
+            return Err(EngineError::Config(format!(
+                "results_bytes_max {} must be at least value_len_max {} and at most {}",
+                cfg.results_bytes_max,
+                cfg.value_len_max,
+                u32::MAX
+            )));
+        }
         if cfg.prefault {
             arena.prefault();
         }
@@ -138,6 +147,7 @@ impl Engine {
             limits: Limits {
                 key_len_max: cfg.key_len_max,
                 value_len_max: cfg.value_len_max,
+                results_bytes_max: cfg.results_bytes_max,
             },
             mode: cfg.mode,
             wide: crate::simd::wide_cpu(),

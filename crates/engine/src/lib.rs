@@ -48,7 +48,7 @@ mod slab;
 pub mod stats;
 pub mod strings;
 
-pub use config::{tune, EngineConfig, ExecMode, Limits, Tuning};
+pub use config::{tune, EngineConfig, ExecMode, Limits, Tuning, RESULTS_BYTES_MAX_DEFAULT};
 pub use engine::{Engine, EngineError, Report, MEMORY_BYTES_MIN};
 pub use error::OpError;
 pub use hash::key_hash;

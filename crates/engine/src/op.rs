@@ -3,8 +3,16 @@
 //! An `Op` borrows its key and arguments from the caller (typically a received frame), so a
 //! batch costs no allocation. Results go into a reusable `Results`: one `OpResult` per operation,
 //! in request order, whose data is a range of one shared byte buffer.
+//!
+//! That buffer holds at most `results_bytes_max` bytes between operations (an operation whose
+//! data would pass it gets `OpError::ReplyTooLarge` and no data), which is also what keeps the
+//! 32-bit offsets of `OpResult` in range: 4096 GETs of a 1 MiB value once wrapped them and
+//! panicked the server (issue 19 item 5).
 
 use crate::error::OpError;
+
+/// `OpResult` offsets are `u32`: the results budget must keep them in range.
+const _: () = assert!(crate::config::RESULTS_BYTES_MAX_DEFAULT <= u32::MAX as usize);
 use crate::ops::ElemType;
 
 /// What an operation does (SPEC section 1).
@@ -248,6 +256,9 @@ pub struct OpResult {
 pub struct Results {
     items: Vec<OpResult>,
     data: Vec<u8>,
+    /// The batch's `results_bytes_max` (set by `reset`): `data.len()` stays at or below it
+    /// between operations, so every offset fits a `u32`.
+    bytes_max: usize,
 }
 
 const PENDING: OpResult = OpResult {
@@ -261,6 +272,7 @@ impl Results {
         Results {
             items: Vec::with_capacity(ops),
             data: Vec::with_capacity(data_bytes),
+            bytes_max: 0,
         }
     }
 
@@ -278,17 +290,25 @@ impl Results {
 
     pub fn data(&self, i: usize) -> &[u8] {
         let r = &self.items[i];
-        &self.data[r.data_start as usize..(r.data_start + r.data_len) as usize]
+        let start = r.data_start as usize;
+        &self.data[start..start + r.data_len as usize]
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (Status, &[u8])> + '_ {
         (0..self.items.len()).map(|i| (self.status(i), self.data(i)))
     }
 
-    pub(crate) fn reset(&mut self, n: usize) {
+    /// Starts a batch of `n` operations whose data may total `bytes_max` bytes (at most
+    /// `u32::MAX`, checked when the engine is built).
+    pub(crate) fn reset(&mut self, n: usize, bytes_max: usize) {
+        debug_assert!(bytes_max <= u32::MAX as usize);
+        self.bytes_max = bytes_max;
         self.items.clear();
-        self.items.resize(n, PENDING);
         self.data.clear();
+        if self.data.capacity() > bytes_max {
+            self.data.shrink_to(bytes_max);
+        }
+        self.items.resize(n, PENDING);
     }
 
     /// Starts the data of a result: bytes appended until `finish` belong to it.
@@ -312,8 +332,13 @@ impl Results {
     #[inline(always)]
     pub(crate) fn finish_found(&mut self, i: usize, value: &[u8], no_return: bool) {
         let start = self.data.len();
-        if !no_return {
-            push_small(&mut self.data, value);
+        debug_assert!(self.data.capacity() <= self.bytes_max || self.data.capacity() == 0);
+        // The budget costs nothing on the common path: a small value that fits the buffer's
+        // capacity, which never exceeds `bytes_max` between operations (see `finish`), is
+        // within it; only the path that grows the buffer checks.
+        if !no_return && !push_fast(&mut self.data, value) && !self.push_budgeted(value) {
+            self.refuse(i, start);
+            return;
         }
         self.items[i] = OpResult {
             status: Status::Ok,
@@ -332,10 +357,15 @@ impl Results {
         };
     }
 
+    /// Result `i` is `status` with the bytes appended since `start` as its data; an error
+    /// keeps none, and data that passed `bytes_max` is dropped for `ReplyTooLarge`.
     #[inline]
     pub(crate) fn finish(&mut self, i: usize, status: Status, start: usize) {
         if matches!(status, Status::Error(_)) {
             self.data.truncate(start);
+        } else if self.data.capacity() > self.bytes_max {
+            self.over_budget(i, start);
+            return;
         }
         let len = self.data.len() - start;
         self.items[i] = OpResult {
@@ -346,15 +376,77 @@ impl Results {
     }
 }
 
+impl Results {
+    /// Appends `v` if the budget has room, growing the buffer to at most `bytes_max`.
+    #[inline(never)]
+    fn push_budgeted(&mut self, v: &[u8]) -> bool {
+        let len = self.data.len();
+        // `len <= capacity <= bytes_max` between operations, so this does not wrap.
+        if v.len() > self.bytes_max - len {
+            return false;
+        }
+        if self.data.capacity() - len < v.len() {
+            let want = (self.data.capacity() * 2)
+                .max(len + v.len())
+                .min(self.bytes_max);
+            self.data.reserve_exact(want - len);
+        }
+        self.data.extend_from_slice(v);
+        true
+    }
+
+    /// The data of result `i` (appended since `start` by a writer that grows the buffer as it
+    /// likes) left the buffer's capacity above `bytes_max`: refuses the data if its length
+    /// passed the budget too, then brings the capacity back under it, so the next small
+    /// values can again be appended unchecked.
+    #[cold]
+    #[inline(never)]
+    fn over_budget(&mut self, i: usize, start: usize) {
+        if self.data.len() > self.bytes_max {
+            self.refuse(i, start);
+        } else {
+            let len = self.data.len() - start;
+            self.items[i] = OpResult {
+                status: Status::Ok,
+                data_start: start as u32,
+                data_len: len as u32,
+            };
+        }
+        self.data.shrink_to(self.bytes_max);
+    }
+
+    /// Result `i` is `ReplyTooLarge`: its data (appended since `start`) would pass `bytes_max`.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, i: usize, start: usize) {
+        self.data.truncate(start);
+        self.items[i] = OpResult {
+            status: Status::Error(OpError::ReplyTooLarge {
+                max: self.bytes_max,
+            }),
+            data_start: start as u32,
+            data_len: 0,
+        };
+    }
+}
+
 /// Appends `v` to `out`; values of up to 16 bytes (the common case) are copied without a
 /// library call, as two overlapping word moves straight from `v` (no staging buffer: writing
 /// a small value into one and reading it back as a wider word stalls store forwarding).
 #[inline(always)]
 pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
+    if !push_fast(out, v) {
+        out.extend_from_slice(v);
+    }
+}
+
+/// Appends `v` to `out` as `push_small` does when it is 4 to 16 bytes long and fits `out`'s
+/// capacity; returns false, appending nothing, otherwise.
+#[inline(always)]
+fn push_fast(out: &mut Vec<u8>, v: &[u8]) -> bool {
     let n = v.len();
     if !(4..=16).contains(&n) || out.capacity() - out.len() < n {
-        out.extend_from_slice(v);
-        return;
+        return false;
     }
     let len = out.len();
     // SAFETY: 4 <= n <= 16 and `n` bytes are free past `len` (checked above); `v` is not in
@@ -363,6 +455,7 @@ pub(crate) fn push_small(out: &mut Vec<u8>, v: &[u8]) {
         copy_words(out.as_mut_ptr().add(len), v.as_ptr(), n);
         out.set_len(len + n);
     }
+    true
 }
 
 /// Copies `n` bytes, 4 <= n <= 16, from `s` to `d` as two overlapping word moves (8-byte words
@@ -395,7 +488,25 @@ pub(crate) unsafe fn copy_words(d: *mut u8, s: *const u8, n: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::push_small;
+    use super::{push_small, OpError, Results, Status};
+
+    #[test]
+    fn results_past_the_budget_are_refused_and_offsets_stay_in_range() {
+        let mut r = Results::default();
+        r.reset(4, 10);
+        r.finish_found(0, b"123456", false);
+        r.finish_found(1, b"12345", false);
+        let m = r.mark();
+        r.buf().extend_from_slice(b"abcdef");
+        r.finish(2, Status::Ok, m);
+        r.finish_found(3, b"1234", false);
+        let refused = Status::Error(OpError::ReplyTooLarge { max: 10 });
+        assert_eq!(r.status(0), Status::Ok);
+        assert_eq!(r.data(0), b"123456");
+        assert_eq!((r.status(1), r.data(1)), (refused, &b""[..]));
+        assert_eq!((r.status(2), r.data(2)), (refused, &b""[..]));
+        assert_eq!((r.status(3), r.data(3)), (Status::Ok, &b"1234"[..]));
+    }
 
     #[test]
     fn push_small_appends_exactly_the_value_at_every_length() {

@@ -8,6 +8,9 @@
 //!                                               └─ otherwise    ─> resp::conn::serve
 //! ```
 //!
+//! A panic while serving a connection ends only that connection: `shard::panics::contain`
+//! catches it, and the connection's slot is released as on any other close.
+//!
 //! A new protocol on the same port (memcached's text protocol starts with ASCII too, so it
 //! would rather get a port of its own) is one more arm of the sniff.
 
@@ -73,10 +76,13 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
     if stream.set_nonblocking(true).is_ok() {
         if let Ok(s) = TcpStream::from_std(stream) {
             let _ = s.set_nodelay(true);
-            tokio::select! {
-                _ = sniff(&ctx, s, authenticated) => {}
-                _ = stop.changed() => {}
-            }
+            let served = async {
+                tokio::select! {
+                    _ = sniff(&ctx, s, authenticated) => {}
+                    _ = stop.changed() => {}
+                }
+            };
+            crate::shard::panics::contain("connection", &stats, served).await;
         }
     }
     stats.connection_closed();

@@ -161,10 +161,10 @@ impl Server {
                 value_len_max: cfg.value_len_max as u32,
                 ..directkv_proto::native::NativeLimits::DEFAULT
             };
-            let (peers, stop) = (peers.clone(), stop_rx.clone());
+            let (peers, stats, stop) = (peers.clone(), stats.clone(), stop_rx.clone());
             let t = std::thread::Builder::new()
                 .name("udp".into())
-                .spawn(move || native::udp::serve(udp, peers, limits, stop))
+                .spawn(move || native::udp::serve(udp, peers, limits, stats, stop))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }

@@ -39,6 +39,8 @@ pub(crate) struct ServerStats {
     pub(crate) busy_polls: AtomicU64,
     /// Times a shard's poller parked after `busy_poll_us` without a request.
     pub(crate) busy_poll_sleeps: AtomicU64,
+    /// Panics contained while serving a request (`shard/panics.rs`): each one a bug.
+    pub(crate) panics: AtomicU64,
     pub(crate) ocsm: OcsmStats,
 }
 
@@ -219,6 +221,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "RESP connections closed for an HTTP request line or header (POST, Host:).",
         |s| s.security_attacks.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "panics",
+        "directkv_panics_total",
+        Kind::Counter,
+        "Panics contained while serving a request (each ended only its connection, datagram or batch; each is a bug).",
+        |s| s.panics.load(Ordering::Relaxed),
     ),
     server(
         "Forwarding",

@@ -56,6 +56,10 @@ fn function_ids_and_statuses_agree() {
     assert_eq!(status::ERR_NOT_A_FLOAT, OpError::NotAFloat.code());
     assert_eq!(status::ERR_OVERFLOW, OpError::Overflow.code());
     assert_eq!(status::ERR_NAN_OR_INFINITY, OpError::NanOrInfinity.code());
+    assert_eq!(
+        status::ERR_REPLY_TOO_LARGE,
+        OpError::ReplyTooLarge { max: 0 }.code()
+    );
     // Status bit 6 means "data follows" on the wire, so engine error codes must stay below 64.
     for e in [
         OpError::Overflow,

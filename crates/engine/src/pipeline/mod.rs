@@ -167,7 +167,7 @@ impl Pipeline<'_> {
     #[inline(always)]
     fn run_batch<S: ByteMatch>(&mut self, ops: &[Op], out: &mut Results, simd: S) {
         assert!(ops.len() < u32::MAX as usize, "batch too large");
-        out.reset(ops.len());
+        out.reset(ops.len(), self.limits.results_bytes_max);
         self.stats.batches += 1;
         let w = self.station.window;
         let records = self.table.has_records();

@@ -273,6 +273,8 @@ pub mod status {
     pub const ERR_OVERFLOW: u8 = 15;
     /// incr_by_float whose result is not finite (an operand is infinite or the sum overflows).
     pub const ERR_NAN_OR_INFINITY: u8 = 16;
+    /// The request's replies would exceed the server's results budget (`results_bytes_max`).
+    pub const ERR_REPLY_TOO_LARGE: u8 = 17;
 
     /// The status of error `code`.
     pub const fn error(code: u8) -> u8 {
@@ -308,6 +310,7 @@ pub mod status {
                 ERR_NOT_A_FLOAT => "value is not a valid float",
                 ERR_OVERFLOW => "increment or decrement would overflow",
                 ERR_NAN_OR_INFINITY => "increment would produce NaN or Infinity",
+                ERR_REPLY_TOO_LARGE => "the request's replies are too large",
                 _ => "unknown error",
             },
             _ => "unknown status",

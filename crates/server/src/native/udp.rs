@@ -23,7 +23,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::conn::{plan_op, Slot};
 use crate::shard::dispatch::{execute_blocking, Plan};
+use crate::shard::panics;
 use crate::shard::Job;
+use crate::stats::ServerStats;
 
 /// How often the receive loop checks for shutdown.
 const STOP_POLL: Duration = Duration::from_millis(200);
@@ -34,6 +36,7 @@ pub(crate) fn serve(
     sock: UdpSocket,
     peers: Arc<Vec<mpsc::Sender<Job>>>,
     limits: NativeLimits,
+    stats: Arc<ServerStats>,
     stop: watch::Receiver<bool>,
 ) {
     let _ = sock.set_read_timeout(Some(STOP_POLL));
@@ -46,7 +49,12 @@ pub(crate) fn serve(
             continue;
         };
         out.clear();
-        answer(&buf[..n], &peers, &limits, &mut plan, &mut out);
+        let answered = panics::contain_blocking("UDP datagram", &stats, || {
+            answer(&buf[..n], &peers, &limits, &mut plan, &mut out)
+        });
+        if answered.is_none() {
+            out.clear();
+        }
         if !out.is_empty() && out.len() <= n {
             let _ = sock.send_to(&out, from);
         }

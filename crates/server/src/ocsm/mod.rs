@@ -53,6 +53,7 @@ use directkv_sys::socket::{enable_udp_gro, set_buffer_sizes};
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
+use crate::shard::panics;
 use crate::shard::{dispatch, Job, ShardCtx, ShardTask};
 use crate::stats::ServerStats;
 use burst::Burst;
@@ -154,7 +155,10 @@ fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
             _ => continue,
         };
         s.stats.ocsm.bursts.fetch_add(1, Ordering::Relaxed);
-        burst.answer_blocking(&*rx, &s.peers);
+        let answer = || burst.answer_blocking(&*rx, &s.peers);
+        if panics::contain_blocking("OCSM burst", &s.stats, answer).is_none() {
+            continue;
+        }
         tx.prepare(&rx, n, |i| burst.reply(i));
         s.stats
             .ocsm
@@ -172,7 +176,10 @@ fn plain(s: &OcsmSpawn, mut burst: Burst) {
         let Ok((n, from)) = s.sock.recv_from(&mut buf) else {
             continue;
         };
-        burst.answer_blocking(&buf[..n], &s.peers);
+        let answer = || burst.answer_blocking(&buf[..n], &s.peers);
+        if panics::contain_blocking("OCSM datagram", &s.stats, answer).is_none() {
+            continue;
+        }
         if let Some(r) = burst.reply(0) {
             let _ = s.sock.send_to(r, from);
         }

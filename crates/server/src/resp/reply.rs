@@ -8,7 +8,7 @@
 //!           ──dispatch::execute──> per-shard Results ──render (recipes)──> RESP bytes
 //! ```
 
-use directkv_engine::{ElemType, Op, Status};
+use directkv_engine::{ElemType, Op, OpError, Status};
 use directkv_proto::resp::{RespWriter, Version};
 
 use super::cmd;
@@ -133,6 +133,15 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 w.integer(found as i64)
             }
             Recipe::Values { first, n } => {
+                // Values past the request's results budget: one error for the whole reply,
+                // not an array that silently shows them as missing.
+                let refused = (first..first + n)
+                    .map(|i| p.result(i).0)
+                    .find(|s| matches!(s, Status::Error(OpError::ReplyTooLarge { .. })));
+                if let Some(Status::Error(e)) = refused {
+                    w.error(&cmd::op_error_text(&e));
+                    continue;
+                }
                 w.array_len(n);
                 for i in first..first + n {
                     match p.result(i) {

@@ -20,6 +20,7 @@
 pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
+pub(crate) mod panics;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -122,6 +123,8 @@ pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
     );
     e.key_len_max = cfg.key_len_max;
     e.value_len_max = cfg.value_len_max;
+    // One value of `value_len_max` must fit a batch's results.
+    e.results_bytes_max = e.results_bytes_max.max(cfg.value_len_max);
     e.expected_kv_bytes = cfg.expected_kv_bytes;
     e.target_utilization = cfg.target_utilization;
     e
@@ -187,7 +190,11 @@ pub(crate) fn run(s: ShardSpawn) {
             });
         }
         for task in tasks {
-            tokio::task::spawn_local(task(ctx.clone()));
+            let fut = task(ctx.clone());
+            let stats = ctx.stats.clone();
+            tokio::task::spawn_local(async move {
+                panics::contain("shard task", &stats, fut).await;
+            });
         }
         loop {
             tokio::select! {
@@ -216,8 +223,14 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 mut results,
                 reply,
             } => {
-                ctx.execute(&batch.ops(), &mut results);
-                let _ = reply.send((batch, results));
+                // After a panic the results are not trusted: no reply, so the sender sees the
+                // shard as unavailable for this batch.
+                let ran = panics::contain_blocking("forwarded batch", &ctx.stats, || {
+                    ctx.execute(&batch.ops(), &mut results)
+                });
+                if ran.is_some() {
+                    let _ = reply.send((batch, results));
+                }
             }
             Job::Count { reply } => {
                 let _ = reply.send(ctx.keys());
