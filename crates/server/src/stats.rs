@@ -42,6 +42,16 @@ pub(crate) struct ServerStats {
     /// Panics contained while serving a request (`shard/panics.rs`): each one a bug.
     pub(crate) panics: AtomicU64,
     pub(crate) ocsm: OcsmStats,
+    /// The last sample of INFO's `instantaneous_ops_per_sec` (not a counter: no row).
+    pub(crate) ops_sample: std::sync::Mutex<OpsSample>,
+}
+
+/// When INFO last sampled the command counter, its value then and the rate it computed.
+#[derive(Debug, Default)]
+pub(crate) struct OpsSample {
+    pub(crate) at: Option<std::time::Instant>,
+    pub(crate) commands: u64,
+    pub(crate) rate: u64,
 }
 
 impl ServerStats {

@@ -272,7 +272,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             RespWriter::new(out, v).simple("OK");
         }
         "info" => {
-            let text = crate::resp::info::info(ctx).await;
+            let text = crate::resp::info::info(ctx, &a[1..]).await;
             RespWriter::new(out, v).bulk(text.as_bytes());
         }
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
