@@ -110,20 +110,18 @@ fn bad_flags_are_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("multiple of 4"));
 }
 
-/// Issue 19 item 18: puts into a full arena fail; the benchmark reports them as errors and
-/// does not count them as throughput.
+/// Issue 19 item 18: operations the engine fails are reported as errors, not counted as
+/// throughput. 1024 GETs of 100 kB values ask for 100 MB of replies per batch, past the
+/// engine's 64 MiB `results_bytes_max`: about a third of each batch fails.
 #[test]
 fn failed_operations_are_reported_not_counted() {
-    // 8 MiB holds 49152 keys with 100-byte values; filled to the brim, replacing puts fail.
     let d = json(&run(&[
-        "--workload",
-        "put",
         "--memory",
-        "8M",
-        "--value-size",
-        "100",
+        "32M",
         "--keys",
-        "49152",
+        "100",
+        "--value-size",
+        "100000",
         "--seconds",
         "0.2",
         "--json",
@@ -132,10 +130,12 @@ fn failed_operations_are_reported_not_counted() {
     assert!(errors > 0, "{d}");
     let ops = d["runs"][0]["ops"].as_u64().expect("ops per run");
     let errs = d["runs"][0]["errors"].as_u64().expect("errors per run");
+    assert_eq!(errs, errors, "{d}");
+    assert!(errs < ops, "{d}");
     let secs = d["runs"][0]["seconds"].as_f64().expect("seconds per run");
     let rate = d["runs"][0]["ops_per_sec"].as_f64().unwrap();
     let want = (ops - errs) as f64 / secs;
-    assert!((rate - want).abs() <= want * 1e-6 + 1e-9, "{d}");
+    assert!((rate - want).abs() <= want * 1e-6, "{d}");
     let clean = json(&run(&["--memory", "16M", "--seconds", "0.2", "--json"]));
     assert_eq!(clean["errors"].as_u64(), Some(0), "{clean}");
 }
