@@ -62,7 +62,11 @@ pub struct RunResult {
     pub failed: u64,
     pub batches: u64,
     pub seconds: f64,
+    /// Successful operations (`ok + missed`) per second; failed ones are not throughput.
     pub ops_per_sec: f64,
+    /// Whether any operation failed: such a run is not ranked (its table row gets a warning
+    /// line, `bench compare` leaves it out of its ratios).
+    pub has_failures: bool,
     pub latency: LatencySummary,
 }
 
@@ -84,6 +88,7 @@ impl RunResult {
             batches: stats.batches,
             seconds: stats.seconds,
             ops_per_sec: stats.ops_per_sec(),
+            has_failures: stats.outcome.failed > 0,
             latency: LatencySummary::from_ns(&stats.latency_ns),
         }
     }
@@ -217,8 +222,21 @@ pub fn run_table(r: &RunReport) -> String {
             run.missed,
             run.failed
         );
+        if let Some(w) = failure_warning(run) {
+            let _ = writeln!(s, "{w}");
+        }
     }
     s
+}
+
+/// The warning line of a run with failed operations (none for a clean run).
+fn failure_warning(run: &RunResult) -> Option<String> {
+    run.has_failures.then(|| {
+        format!(
+            "warning: {} of {} operations failed; ops/s counts the others, and the run is not ranked",
+            run.failed, run.ops
+        )
+    })
 }
 
 /// The CSV of a `bench run` report: a header and one row per run.
@@ -303,6 +321,11 @@ pub fn compare_table(r: &CompareReport) -> String {
             row.run.failed
         );
     }
+    for row in r.rows.iter().filter(|row| row.run.has_failures) {
+        if let Some(w) = failure_warning(&row.run) {
+            let _ = writeln!(s, "warning: {}: {}", row.name, &w["warning: ".len()..]);
+        }
+    }
     for skipped in &r.skipped {
         let _ = writeln!(s, "{:<16} skipped: {}", skipped.name, skipped.reason);
     }
@@ -315,6 +338,8 @@ pub fn compare_table(r: &CompareReport) -> String {
         let shares: Vec<String> = r
             .rows
             .iter()
+            // A run with failures is not ranked: it gets no share of the ceiling.
+            .filter(|row| !row.run.has_failures)
             .map(|row| {
                 format!(
                     "{} {:.0}%",
@@ -416,7 +441,10 @@ mod tests {
             seed: 1,
             pinned: false,
             load_generator_busy_poll: true,
-            rows: vec![row("good", run_with(100, 0, 0)), row("bad", run_with(0, 0, 100))],
+            rows: vec![
+                row("good", run_with(100, 0, 0)),
+                row("bad", run_with(0, 0, 100)),
+            ],
             skipped: vec![],
             loopback_ceiling: Some(Ceiling {
                 ops_per_sec: 100.0,
@@ -433,7 +461,10 @@ mod tests {
             }),
         };
         let t = compare_table(&report);
-        assert!(t.contains("warning: bad: 100 of 100 operations failed"), "{t}");
+        assert!(
+            t.contains("warning: bad: 100 of 100 operations failed"),
+            "{t}"
+        );
         let share = t.lines().find(|l| l.starts_with("share of")).unwrap();
         assert!(share.contains("good 50%"), "{t}");
         assert!(!share.contains("bad"), "{t}");
