@@ -109,3 +109,33 @@ fn bad_flags_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("multiple of 4"));
 }
+
+/// Issue 19 item 18: operations the engine fails are reported as errors, not counted as
+/// throughput. 1024 GETs of 100 kB values ask for 100 MB of replies per batch, past the
+/// engine's 64 MiB `results_bytes_max`: about a third of each batch fails.
+#[test]
+fn failed_operations_are_reported_not_counted() {
+    let d = json(&run(&[
+        "--memory",
+        "32M",
+        "--keys",
+        "100",
+        "--value-size",
+        "100000",
+        "--seconds",
+        "0.2",
+        "--json",
+    ]));
+    let errors = d["errors"].as_u64().expect("an errors field");
+    assert!(errors > 0, "{d}");
+    let ops = d["runs"][0]["ops"].as_u64().expect("ops per run");
+    let errs = d["runs"][0]["errors"].as_u64().expect("errors per run");
+    assert_eq!(errs, errors, "{d}");
+    assert!(errs < ops, "{d}");
+    let secs = d["runs"][0]["seconds"].as_f64().expect("seconds per run");
+    let rate = d["runs"][0]["ops_per_sec"].as_f64().unwrap();
+    let want = (ops - errs) as f64 / secs;
+    assert!((rate - want).abs() <= want * 1e-6, "{d}");
+    let clean = json(&run(&["--memory", "16M", "--seconds", "0.2", "--json"]));
+    assert_eq!(clean["errors"].as_u64(), Some(0), "{clean}");
+}

@@ -85,6 +85,12 @@ pub struct EngineBenchArgs {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// Operations executed in the timed loop, errors included.
+    pub ops: u64,
+    /// Operations whose status was an error (e.g. out-of-memory puts): not throughput.
+    pub errors: u64,
+    pub seconds: f64,
+    /// Successful operations (`ops - errors`) per second.
     pub ops_per_sec: f64,
     pub line_reads_per_sec: f64,
     pub ratio: f64,
@@ -102,6 +108,9 @@ pub struct EngineBenchReport {
     pub batch: usize,
     pub seconds: f64,
     pub runs: Vec<RunResult>,
+    /// Operations that failed, over all runs (issue 19 item 18: non-zero means the
+    /// configuration is broken and `ops_per_sec` is not comparable).
+    pub errors: u64,
     /// Medians over the runs.
     pub ops_per_sec: f64,
     pub line_reads_per_sec: f64,
@@ -270,10 +279,17 @@ fn build_stream(a: &EngineBenchArgs, keys: u64) -> Stream {
     }
 }
 
-/// One timed run; returns operations per second. Never inlined, so that profilers (e.g.
+/// What one timed run did.
+struct Timed {
+    ops: u64,
+    errors: u64,
+    seconds: f64,
+}
+
+/// One timed run. Never inlined, so that profilers (e.g.
 /// `valgrind --tool=callgrind --toggle-collect='*engine::run::measure*'`) can single it out.
 #[inline(never)]
-fn measure(e: &mut Engine, a: &EngineBenchArgs, s: &Stream) -> Result<f64, String> {
+fn measure(e: &mut Engine, a: &EngineBenchArgs, s: &Stream) -> Result<Timed, String> {
     let elem = if matches!(a.workload, Workload::AtomicSingle | Workload::AtomicZipf) {
         elem_for(a.value_size)?
     } else {
@@ -308,20 +324,22 @@ fn measure(e: &mut Engine, a: &EngineBenchArgs, s: &Stream) -> Result<f64, Strin
 }
 
 /// The timed loop of [`measure`]: batches of `a.batch` operations made by `make` from the
-/// stream's positions in turn, for `a.seconds`. Returns operations per second.
+/// stream's positions in turn, for `a.seconds`. The statuses of each batch are read after
+/// `execute` returns (outside the engine, one byte compare per operation) and errors counted.
 #[inline(always)]
 fn timed<'s>(
     e: &mut Engine,
     a: &EngineBenchArgs,
     s: &'s Stream,
     make: impl Fn(usize, &'s [u8]) -> Op<'s>,
-) -> f64 {
+) -> Timed {
     let pool = s.kinds.len();
     let ks = s.key_size;
     let mut out = Results::with_capacity(a.batch, a.batch * (a.value_size + 16));
     let mut ops: Vec<Op> = Vec::with_capacity(a.batch);
     let mut pos = 0usize;
     let mut done = 0u64;
+    let mut errors = 0u64;
     let start = Instant::now();
     loop {
         ops.clear();
@@ -333,12 +351,19 @@ fn timed<'s>(
             }
         }
         e.execute(&ops, &mut out);
+        errors += (0..ops.len())
+            .filter(|&j| matches!(out.status(j), Status::Error(_)))
+            .count() as u64;
         done += ops.len() as u64;
         if done % (1 << 16) < a.batch as u64 && start.elapsed().as_secs_f64() >= a.seconds {
             break;
         }
     }
-    done as f64 / start.elapsed().as_secs_f64()
+    Timed {
+        ops: done,
+        errors,
+        seconds: start.elapsed().as_secs_f64(),
+    }
 }
 
 pub fn run(a: &EngineBenchArgs) -> Result<EngineBenchReport, String> {
@@ -368,11 +393,15 @@ pub fn run(a: &EngineBenchArgs) -> Result<EngineBenchReport, String> {
     let mut runs = Vec::new();
     e.reset_stats();
     for _ in 0..a.runs.max(1) {
-        let ops_per_sec = measure(&mut e, a, &stream)?;
+        let t = measure(&mut e, a, &stream)?;
+        let ops_per_sec = (t.ops - t.errors) as f64 / t.seconds.max(f64::MIN_POSITIVE);
         // SAFETY: the arena stays mapped while `e` lives, and nothing writes it during the probe.
         let line_reads_per_sec =
             unsafe { probe::line_reads_per_sec_at(base, len, a.seconds.min(2.0)) };
         runs.push(RunResult {
+            ops: t.ops,
+            errors: t.errors,
+            seconds: t.seconds,
             ops_per_sec,
             line_reads_per_sec,
             ratio: ops_per_sec / line_reads_per_sec,
@@ -402,6 +431,7 @@ pub fn run(a: &EngineBenchArgs) -> Result<EngineBenchReport, String> {
         memory: r.arena_bytes,
         batch: a.batch,
         seconds: a.seconds,
+        errors: runs.iter().map(|r| r.errors).sum(),
         ops_per_sec: med(|r| r.ops_per_sec),
         line_reads_per_sec: med(|r| r.line_reads_per_sec),
         ops_per_line_read: med(|r| r.ratio),

@@ -150,8 +150,9 @@ pub struct RunStats {
 }
 
 impl RunStats {
+    /// Successful operations per second ([`BatchOutcome::succeeded`]: failed ones excluded).
     pub fn ops_per_sec(&self) -> f64 {
-        self.outcome.total() as f64 / self.seconds.max(f64::MIN_POSITIVE)
+        self.outcome.succeeded() as f64 / self.seconds.max(f64::MIN_POSITIVE)
     }
 }
 

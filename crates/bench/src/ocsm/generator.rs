@@ -29,8 +29,8 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use directkv_proto::ocsm::{
-    encode_header, encode_message, Header, MessageOut, MessageSize, Opcode, HEADER_SEQUENCE_MAX,
-    TYPE_ERROR,
+    encode_header, encode_message, Header, MessageOut, MessageSize, Opcode, Status,
+    HEADER_SEQUENCE_MAX, TYPE_ERROR,
 };
 use directkv_sys::mmsg::{send_connected, MmsgRecv, SEND_CONNECTED_ENTRIES_MAX};
 use directkv_sys::{socket, Fd};
@@ -112,6 +112,9 @@ pub struct StepResult {
     pub datagrams_answered: u64,
     /// Error replies (should be 0).
     pub error_replies: u64,
+    /// Answered messages whose status is `Failed` or unknown (should be 0; issue 19 item 18).
+    /// `NotFound` is not a failure: the preload writes every key the steps ask for.
+    pub failed_messages: u64,
     /// Per answered datagram, microseconds from its intended send time.
     pub latency_us: Histogram<u64>,
 }
@@ -203,6 +206,7 @@ pub fn run_step(s: &Step) -> Result<StepResult, String> {
         messages_answered: t.msgs,
         datagrams_answered: t.dgrams,
         error_replies: t.errors,
+        failed_messages: t.failed_msgs,
         latency_us: t.hist,
     })
 }
@@ -213,6 +217,7 @@ struct Tally {
     dgrams: u64,
     msgs: u64,
     errors: u64,
+    failed_msgs: u64,
     hist: Histogram<u64>,
 }
 
@@ -223,6 +228,7 @@ impl Tally {
             dgrams: 0,
             msgs: 0,
             errors: 0,
+            failed_msgs: 0,
             hist: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid bounds"),
         }
     }
@@ -238,10 +244,31 @@ impl Tally {
         let seq = u32::from_le_bytes([buf[0], buf[1], buf[2], 0]) as u64;
         self.dgrams += 1;
         self.msgs += u16::from_le_bytes([buf[4], buf[5]]) as u64;
+        self.failed_msgs += failed_messages(&buf[6..]);
         let intended = (seq as f64 * self.ns_per_dgram) as u64;
         self.hist
             .saturating_record((now_ns.saturating_sub(intended) / 1000).max(1));
     }
+}
+
+/// Messages of a reply body (32-byte units) whose status is not a success: anything but
+/// `Ok`, `NotFound`, `Exists` or `Truncated`. One byte read per message: the opcode byte of
+/// its fixed unit, then the length byte skips its tail units.
+fn failed_messages(mut body: &[u8]) -> u64 {
+    const UNIT: usize = 32;
+    let mut failed = 0;
+    while body.len() >= UNIT {
+        let status = body[UNIT - 1];
+        if !matches!(
+            Status::from_code(status),
+            Some(Status::Ok | Status::NotFound | Status::Exists | Status::Truncated)
+        ) {
+            failed += 1;
+        }
+        let units = (body[UNIT - 4] as usize).max(1);
+        body = &body[(units * UNIT).min(body.len())..];
+    }
+    failed
 }
 
 /// Receives every reply waiting, without blocking; `f` gets each with its arrival time (taken
@@ -276,4 +303,32 @@ pub fn exchange(sock: &UdpSocket, req: &[u8], tries: usize) -> Result<Vec<u8>, S
         }
     }
     Err(format!("no reply from the server after {tries} tries"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply datagram of 32-byte one-unit messages with these status bytes.
+    fn reply(statuses: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 6 + 32 * statuses.len()];
+        b[3] = 0x80;
+        b[4..6].copy_from_slice(&(statuses.len() as u16).to_le_bytes());
+        for (i, &st) in statuses.iter().enumerate() {
+            let u = &mut b[6 + 32 * i..6 + 32 * (i + 1)];
+            u[28] = 1;
+            u[31] = st;
+        }
+        b
+    }
+
+    #[test]
+    fn failed_messages_are_counted_and_misses_are_not() {
+        // Issue 19 item 18: the generator counted only whole error datagrams.
+        let mut t = Tally::new(1000.0);
+        t.on_reply(&reply(&[0x80, 0x84, 0x81, 0x82, 0x84, 0x83]), 5_000);
+        assert_eq!((t.dgrams, t.msgs, t.errors, t.failed_msgs), (1, 6, 0, 2));
+        t.on_reply(&reply(&[0x80; 45]), 6_000);
+        assert_eq!(t.failed_msgs, 2);
+    }
 }

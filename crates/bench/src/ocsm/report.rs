@@ -24,6 +24,8 @@ pub struct StepReport {
     pub messages_answered: u64,
     pub answered_fraction: f64,
     pub error_replies: u64,
+    /// Answered messages with a failure status; a step with any is not lossless.
+    pub failed_messages: u64,
     pub latency_us_p50: u64,
     pub latency_us_p99: u64,
     pub latency_us_p999: u64,
@@ -53,7 +55,11 @@ impl PathRun {
     pub(super) fn lossless_step(&self) -> Option<&StepReport> {
         self.steps
             .iter()
-            .filter(|s| s.messages_answered == s.messages_sent && s.error_replies == 0)
+            .filter(|s| {
+                s.messages_answered == s.messages_sent
+                    && s.error_replies == 0
+                    && s.failed_messages == 0
+            })
             .max_by(|a, b| a.sent_msgs_per_sec.total_cmp(&b.sent_msgs_per_sec))
     }
 }
@@ -132,6 +138,7 @@ pub(super) fn step_report(
             r.messages_answered as f64 / r.messages_sent as f64
         },
         error_replies: r.error_replies,
+        failed_messages: r.failed_messages,
         latency_us_p50: q(0.5),
         latency_us_p99: q(0.99),
         latency_us_p999: q(0.999),
@@ -295,6 +302,7 @@ mod tests {
             messages_answered: (4500.0 * answered) as u64,
             datagrams_answered: 100,
             error_replies: 0,
+            failed_messages: 0,
             latency_us: h,
         };
         step_report(&r, Some(900.0), 1e6)

@@ -62,7 +62,11 @@ pub struct RunResult {
     pub failed: u64,
     pub batches: u64,
     pub seconds: f64,
+    /// Successful operations (`ok + missed`) per second; failed ones are not throughput.
     pub ops_per_sec: f64,
+    /// Whether any operation failed: such a run is not ranked (its table row gets a warning
+    /// line, `bench compare` leaves it out of its ratios).
+    pub has_failures: bool,
     pub latency: LatencySummary,
 }
 
@@ -84,6 +88,7 @@ impl RunResult {
             batches: stats.batches,
             seconds: stats.seconds,
             ops_per_sec: stats.ops_per_sec(),
+            has_failures: stats.outcome.failed > 0,
             latency: LatencySummary::from_ns(&stats.latency_ns),
         }
     }
@@ -217,8 +222,21 @@ pub fn run_table(r: &RunReport) -> String {
             run.missed,
             run.failed
         );
+        if let Some(w) = failure_warning(run) {
+            let _ = writeln!(s, "{w}");
+        }
     }
     s
+}
+
+/// The warning line of a run with failed operations (none for a clean run).
+fn failure_warning(run: &RunResult) -> Option<String> {
+    run.has_failures.then(|| {
+        format!(
+            "warning: {} of {} operations failed; ops/s counts the others, and the run is not ranked",
+            run.failed, run.ops
+        )
+    })
 }
 
 /// The CSV of a `bench run` report: a header and one row per run.
@@ -303,6 +321,11 @@ pub fn compare_table(r: &CompareReport) -> String {
             row.run.failed
         );
     }
+    for row in r.rows.iter().filter(|row| row.run.has_failures) {
+        if let Some(w) = failure_warning(&row.run) {
+            let _ = writeln!(s, "warning: {}: {}", row.name, &w["warning: ".len()..]);
+        }
+    }
     for skipped in &r.skipped {
         let _ = writeln!(s, "{:<16} skipped: {}", skipped.name, skipped.reason);
     }
@@ -315,6 +338,8 @@ pub fn compare_table(r: &CompareReport) -> String {
         let shares: Vec<String> = r
             .rows
             .iter()
+            // A run with failures is not ranked: it gets no share of the ceiling.
+            .filter(|row| !row.run.has_failures)
             .map(|row| {
                 format!(
                     "{} {:.0}%",
@@ -332,6 +357,118 @@ pub fn compare_table(r: &CompareReport) -> String {
 mod tests {
     use super::*;
     use crate::net::runner::new_histogram;
+
+    fn run_with(ok: u64, missed: u64, failed: u64) -> RunResult {
+        use crate::net::driver::BatchOutcome;
+        use crate::net::runner::RunStats;
+        use std::time::Duration;
+        let config = RunConfig {
+            connections: 1,
+            depth: 8,
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(2),
+            pacing: Pacing::Closed,
+            busy_poll: false,
+        };
+        let mut h = new_histogram();
+        h.record_n(100_000, ok + missed + failed).unwrap();
+        let stats = RunStats {
+            outcome: BatchOutcome { ok, missed, failed },
+            batches: 1,
+            seconds: 2.0,
+            last_reply: None,
+            latency_ns: h,
+        };
+        RunResult::new(&config, &stats)
+    }
+
+    #[test]
+    fn failed_operations_are_not_throughput_and_mark_the_run() {
+        // Issue 19 item 18: a driver that reports failures.
+        let r = run_with(600, 200, 1200);
+        assert_eq!(r.ops, 2000);
+        // Successful operations only: ok + missed (a miss is an answered GET) over 2 s.
+        assert_eq!(r.ops_per_sec, 400.0);
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["has_failures"], serde_json::Value::Bool(true), "{j}");
+        let report = RunReport {
+            target: "t".into(),
+            workload: "get".into(),
+            dist: "uniform".into(),
+            keys: 1,
+            key_size: 1,
+            value_size: 1,
+            seed: 1,
+            warmup_seconds: 0.0,
+            load_generator_busy_poll: false,
+            load: None,
+            runs: vec![r, run_with(10, 0, 0)],
+        };
+        let t = run_table(&report);
+        assert!(t.contains("warning: 1200 of 2000 operations failed"), "{t}");
+        assert_eq!(t.matches("warning").count(), 1, "{t}");
+        let clean = serde_json::to_value(&report.runs[1]).unwrap();
+        assert_eq!(clean["has_failures"], serde_json::Value::Bool(false));
+        assert_eq!(report.runs[1].ops_per_sec, 5.0);
+    }
+
+    #[test]
+    fn compare_marks_a_run_with_failures_and_leaves_it_out_of_ratios() {
+        let row = |name: &str, run: RunResult| CompareRow {
+            name: name.into(),
+            target: "t".into(),
+            version: "v".into(),
+            run,
+            server_cpu_sec_per_mop: 0.0,
+            rss_bytes_per_key: 0.0,
+            rss_before_load_bytes: 0,
+            rss_after_load_bytes: 0,
+            load: LoadSummary {
+                keys: 1,
+                seconds: 1.0,
+                ops_per_sec: 1.0,
+            },
+        };
+        let report = CompareReport {
+            workload: "get".into(),
+            dist: "uniform".into(),
+            keys: 1,
+            key_size: 1,
+            value_size: 1,
+            depth: 8,
+            connections: 1,
+            seconds: 2.0,
+            seed: 1,
+            pinned: false,
+            load_generator_busy_poll: true,
+            rows: vec![
+                row("good", run_with(100, 0, 0)),
+                row("bad", run_with(0, 0, 100)),
+            ],
+            skipped: vec![],
+            loopback_ceiling: Some(Ceiling {
+                ops_per_sec: 100.0,
+                echo: crate::machine::loopback::EchoResult {
+                    connections: 1,
+                    request_bytes: 1,
+                    response_bytes: 1,
+                    busy_poll: true,
+                    seconds: 1.0,
+                    round_trips_per_sec: 1.0,
+                    server_round_trips: 1,
+                    round_trips: 1,
+                },
+            }),
+        };
+        let t = compare_table(&report);
+        assert!(
+            t.contains("warning: bad: 100 of 100 operations failed"),
+            "{t}"
+        );
+        let share = t.lines().find(|l| l.starts_with("share of")).unwrap();
+        assert!(share.contains("good 50%"), "{t}");
+        assert!(!share.contains("bad"), "{t}");
+    }
 
     #[test]
     fn percentiles_come_from_the_histogram_in_microseconds() {

@@ -131,5 +131,12 @@ pub fn run(f: EngineFlags) -> Result<(), String> {
     println!("{:<28}{:>16.3}", "memory utilization", r.memory_utilization);
     println!("{:<28}{:>16.3}", "hash index ratio", r.hash_index_ratio);
     println!("{:<28}{:>16}", "inline threshold", r.inline_threshold);
+    if r.errors > 0 {
+        let ops: u64 = r.runs.iter().map(|run| run.ops).sum();
+        println!(
+            "warning: {} of {} operations failed; ops/s counts the others",
+            r.errors, ops
+        );
+    }
     Ok(())
 }

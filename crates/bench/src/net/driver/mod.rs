@@ -199,6 +199,16 @@ impl BatchOutcome {
     pub fn total(&self) -> u64 {
         self.ok + self.missed + self.failed
     }
+
+    /// The operations that count as throughput: `ok + missed`, never `failed` (issue 19 item
+    /// 18). A miss is the target's correct answer to a read of an absent key: the load phase
+    /// writes every key the workloads read, so misses only come from a target that lost keys
+    /// (evicted, or a load that failed and was reported), and the tables show them in their own
+    /// column. Counting them keeps targets that answer the same work comparable; a failed
+    /// operation is one the target did not do, so it never counts.
+    pub fn succeeded(&self) -> u64 {
+        self.ok + self.missed
+    }
 }
 
 /// The key bytes of `key_id`: its decimal digits, left-padded with '0' to `key_size` (or the
