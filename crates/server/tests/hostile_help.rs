@@ -1,10 +1,11 @@
 //! Issue 19 item 10, over real sockets: the defects a new user hits first. `DKV.REDUCE count`
 //! on narrow elements, an unknown `DKV.*` command, HELP and unknown subcommands of the commands
 //! that have subcommands (texts as Redis 7 writes them), and a scalar update on a vector.
+//! DKV numbers come back as decimal bulk strings.
 
 mod common;
 
-use common::{start, Client};
+use common::{bulk, start, Client};
 use directkv_proto::resp::Reply;
 
 fn err(text: &str) -> Reply {
@@ -41,12 +42,12 @@ fn reduce_count_works_for_every_integer_width() {
         );
         assert_eq!(
             c.cmd(&["DKV.REDUCE", &key, "count", elem, "0"]),
-            Reply::Integer(5),
+            bulk("5"),
             "count over {elem}"
         );
         assert_eq!(
             c.cmd(&["DKV.REDUCE", &key, "count_nonzero", elem, "10"]),
-            Reply::Integer(13),
+            bulk("13"),
             "count_nonzero over {elem} starting at 10"
         );
     }
@@ -54,7 +55,7 @@ fn reduce_count_works_for_every_integer_width() {
     c.cmd(&["DKV.VSET", "cnt:f", "f64", "1.5", "0"]);
     assert_eq!(
         c.cmd(&["DKV.REDUCE", "cnt:f", "count", "f64", "2"]),
-        Reply::Integer(4)
+        bulk("4")
     );
     assert_eq!(
         c.cmd(&["DKV.REDUCE", "cnt:u8", "count", "u8", "-1"]),
@@ -117,11 +118,7 @@ fn scalar_update_on_a_vector_says_what_is_wrong() {
     // The vector is untouched.
     assert_eq!(
         c.cmd(&["DKV.VGET", "vec", "u32"]),
-        Reply::Array(Some(vec![
-            Reply::Integer(1),
-            Reply::Integer(2),
-            Reply::Integer(3)
-        ]))
+        Reply::Array(Some(vec![bulk("1"), bulk("2"), bulk("3")]))
     );
     srv.stop();
 }
