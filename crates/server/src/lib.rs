@@ -184,6 +184,7 @@ impl Server {
         let acceptor = accept::spawn_acceptor(listener, conn_txs, stop_rx.clone())
             .map_err(|e| e.to_string())?;
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
+        tracing::info!("not done yet: no persistence (a restart loses every key), no eviction, no key expiry; the commands served are listed in docs/commands.md");
         Ok(Server {
             addr,
             metrics_addr,

@@ -10,7 +10,10 @@
 //! DKV.REDUCE   key func elem sigma       fold into a scalar                 -> number
 //! DKV.FILTER   key func elem param       elements where func(e, param)      -> [numbers]
 //! DKV.CAS      key expected new          compare-and-swap of the raw value  -> [1|0, current]
+//! DKV.HELP                               these lines                        -> [lines]
 //! ```
+//! `count` and `count_nonzero` take and return a u64 count whatever `elem` is. A `DKV.` name
+//! that is none of these is an unknown command, as in Redis.
 //! `func` is a built-in name (add, sub, min, ..., sum, count, gt, ...) or a numeric function id;
 //! `elem` is u8 u16 u32 u64 i8 i16 i32 i64 f32 f64.
 
@@ -48,9 +51,39 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::Cas { op });
             Planned::Queued
         }
-        _ => arity(p, v, name),
+        (b"help", 1) => {
+            super::help_lines(p, v, HELP);
+            Planned::Queued
+        }
+        (b"vset" | b"vget" | b"update" | b"updatev" | b"updatevv" | b"reduce" | b"filter", _)
+        | (b"cas" | b"help", _) => arity(p, v, name),
+        // Not one of ours: the caller answers Redis's unknown-command text.
+        _ => return None,
     })
 }
+
+/// DKV.HELP's lines, as Redis 7 writes a HELP reply (an array of status lines).
+const HELP: &[&str] = &[
+    "DKV.<command> key ... Commands are:",
+    "DKV.VSET key elem n1 [n2 ...]",
+    "    Store a vector of little-endian elements of type elem (u8 u16 u32 u64 i8 i16 i32 i64 f32 f64).",
+    "DKV.VGET key elem",
+    "    Read a value as a vector of elem.",
+    "DKV.UPDATE key func elem delta",
+    "    Scalar v = func(v, delta) (add sub mul min max and or xor swap sadd ssub ...); returns the original.",
+    "DKV.UPDATEV key func elem delta",
+    "    Every element e = func(e, delta); returns the original vector.",
+    "DKV.UPDATEVV key func elem d1 [d2 ...]",
+    "    Element-wise with a vector of the same length; returns the original vector.",
+    "DKV.REDUCE key func elem sigma",
+    "    Fold into a number from sigma (sum min max; count and count_nonzero start from a u64 count).",
+    "DKV.FILTER key func elem param",
+    "    The elements e where func(e, param) holds (eq ne lt le gt ge nonzero).",
+    "DKV.CAS key expected new",
+    "    Compare-and-swap of the raw value; returns [1|0, current].",
+    "DKV.HELP",
+    "    Print this help.",
+];
 
 fn with_elem(
     p: &mut Pending,
@@ -81,9 +114,22 @@ fn func_op(p: &mut Pending, v: Version, which: &'static str, a: &[&[u8]]) -> Pla
     let Some(func) = builtin_by_name(kind, &fname).or_else(|| fname.parse::<u16>().ok()) else {
         return error(p, v, &format!("ERR unknown function '{fname}'"));
     };
+    let counts = which == "reduce" && matches!(fname.as_str(), "count" | "count_nonzero");
     with_elem(p, v, a[3], |p, elem| {
-        let arg = encode_numbers(elem, &a[4..])?;
-        if which != "updatevv" && arg.len() != elem.width() * if fname == "cas" { 2 } else { 1 } {
+        // A count's start and result are a number of elements, a u64 whatever the elements
+        // are (SPEC section 1: reduce folds into a scalar; a count of u8 elements can pass 255).
+        let arg = if counts {
+            encode_numbers(ElemType::U64, &a[4..]).map_err(|_| {
+                format!(
+                    "ERR the start of count and count_nonzero is a u64 (a count), not '{}'",
+                    String::from_utf8_lossy(a[4])
+                )
+            })?
+        } else {
+            encode_numbers(elem, &a[4..])?
+        };
+        let operand_width = if counts { ElemType::U64 } else { elem }.width();
+        if which != "updatevv" && arg.len() != operand_width * if fname == "cas" { 2 } else { 1 } {
             return Err(format!(
                 "ERR DKV.{} takes one operand",
                 which.to_ascii_uppercase()
@@ -97,12 +143,7 @@ fn func_op(p: &mut Pending, v: Version, which: &'static str, a: &[&[u8]]) -> Pla
             _ => Op::filter(a[1], func, elem, &arg),
         };
         let op = p.op(&op);
-        let recipe_elem =
-            if which == "reduce" && matches!(fname.as_str(), "count" | "count_nonzero") {
-                ElemType::U64
-            } else {
-                elem
-            };
+        let recipe_elem = if counts { ElemType::U64 } else { elem };
         p.recipes.push(match which {
             "update" | "reduce" => Recipe::Number {
                 op,

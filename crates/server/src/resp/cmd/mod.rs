@@ -19,6 +19,50 @@ pub struct Session {
     pub quit: bool,
 }
 
+/// Every command the server accepts, as COMMAND LIST answers them: (name, Redis arity: N is
+/// exactly N arguments counting the name, -N at least N). docs/commands.md lists the same names
+/// (the test `commands_doc` holds them together); a new command is one row here and there.
+pub const COMMANDS: &[(&str, i32)] = &[
+    ("get", 2),
+    ("set", -3),
+    ("getset", 3),
+    ("getdel", 2),
+    ("del", -2),
+    ("unlink", -2),
+    ("exists", -2),
+    ("mget", -2),
+    ("mset", -3),
+    ("incr", 2),
+    ("decr", 2),
+    ("incrby", 3),
+    ("decrby", 3),
+    ("incrbyfloat", 3),
+    ("strlen", 2),
+    ("append", 3),
+    ("dkv.vset", -4),
+    ("dkv.vget", 3),
+    ("dkv.update", 5),
+    ("dkv.updatev", 5),
+    ("dkv.updatevv", -5),
+    ("dkv.reduce", 5),
+    ("dkv.filter", 5),
+    ("dkv.cas", 4),
+    ("dkv.help", 1),
+    ("ping", -1),
+    ("echo", 2),
+    ("quit", -1),
+    ("select", 2),
+    ("auth", -2),
+    ("hello", -1),
+    ("command", -1),
+    ("client", -2),
+    ("config", -2),
+    ("info", -1),
+    ("dbsize", 1),
+    ("flushall", -1),
+    ("flushdb", -1),
+];
+
 /// What a command needs beyond the plan.
 pub enum Planned {
     /// Added to the pending batch.
@@ -103,9 +147,28 @@ pub fn error(p: &mut Pending, v: Version, text: &str) -> Planned {
     Planned::Queued
 }
 
+/// Writes a HELP reply as Redis 7 does: an array of status lines.
+pub fn help_lines(p: &mut Pending, v: Version, lines: &'static [&'static str]) {
+    p.immediate(|o| {
+        let mut w = RespWriter::new(o, v);
+        w.array_len(lines.len());
+        for l in lines {
+            w.simple(l);
+        }
+    });
+}
+
 /// The Redis text for an engine error.
 pub fn op_error_text(e: &OpError) -> String {
     match e {
+        // A whole number of elements that is not one: a scalar operation met a vector.
+        OpError::WrongWidth { len, width } if *len > *width && len.is_multiple_of(*width) => {
+            format!(
+                "ERR value of {len} bytes holds {} elements of {width} bytes, not one scalar: \
+                 DKV.UPDATE changes a scalar, DKV.UPDATEV every element of a vector",
+                len / width
+            )
+        }
         OpError::NotAnInteger => resp::err_not_integer().to_string(),
         OpError::NotAFloat => resp::err_not_float().to_string(),
         OpError::Overflow => resp::err_overflow().to_string(),

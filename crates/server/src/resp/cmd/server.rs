@@ -54,6 +54,50 @@ pub fn plan(
     })
 }
 
+/// HELP replies, worded as Redis 7's for the subcommands directkv has.
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all commands (directkv: an empty array).",
+    "COUNT",
+    "    Return the total number of commands in this server.",
+    "LIST",
+    "    Return a list of all commands in this server.",
+    "INFO [<command-name> ...]",
+    "    Return details about commands (directkv: an empty array).",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about commands (directkv: an empty map; see docs/commands.md).",
+    "HELP",
+    "    Print this help.",
+];
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "SETINFO <option> <value>",
+    "    Accepted and ignored (LIB-NAME, LIB-VER).",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+];
+
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values",
+    "    (directkv: save, appendonly, databases, maxmemory-policy; only exact names and *).",
+    "SET <directive> <value>",
+    "    Not supported: directkv is configured by its configuration file.",
+    "RESETSTAT",
+    "    Accepted; does nothing.",
+    "HELP",
+    "    Print this help.",
+];
+
 fn ok_text(p: &mut Pending, v: Version, t: &str) -> Planned {
     p.immediate(|o| RespWriter::new(o, v).simple(t));
     Planned::Queued
@@ -173,9 +217,20 @@ fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     match sub.as_deref() {
-        None | Some("info") | Some("list") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
+        None | Some("info") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
+        Some("list") => p.immediate(|o| {
+            let mut w = RespWriter::new(o, v);
+            w.array_len(super::COMMANDS.len());
+            for (name, _) in super::COMMANDS {
+                w.bulk(name.as_bytes());
+            }
+        }),
         Some("docs") => p.immediate(|o| RespWriter::new(o, v).map_len(0)),
-        Some("count") => p.immediate(|o| RespWriter::new(o, v).integer(0)),
+        Some("count") => {
+            let n = super::COMMANDS.len() as i64;
+            p.immediate(|o| RespWriter::new(o, v).integer(n))
+        }
+        Some("help") => super::help_lines(p, v, COMMAND_HELP),
         Some(_) => {
             let msg = resp::err_unknown_subcommand("COMMAND", a[1]);
             p.immediate(|o| RespWriter::new(o, v).error(&msg))
@@ -205,7 +260,13 @@ fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
             p.immediate(|o| RespWriter::new(o, v).integer(1));
             Planned::Queued
         }
-        "setname" | "setinfo" | "getname" | "id" => arity(p, v, format!("client|{sub}").as_bytes()),
+        "help" if a.len() == 2 => {
+            super::help_lines(p, v, CLIENT_HELP);
+            Planned::Queued
+        }
+        "setname" | "setinfo" | "getname" | "id" | "help" => {
+            arity(p, v, format!("client|{sub}").as_bytes())
+        }
         _ => {
             let msg = resp::err_unknown_subcommand("CLIENT", a[1]);
             error(p, v, &msg)
@@ -249,6 +310,10 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
             "ERR CONFIG SET is not supported by directkv; use the configuration file",
         ),
         "resetstat" => ok_text(p, v, "OK"),
+        "help" if a.len() == 2 => {
+            super::help_lines(p, v, CONFIG_HELP);
+            Planned::Queued
+        }
         _ => {
             let msg = resp::err_unknown_subcommand("CONFIG", a[1]);
             error(p, v, &msg)
