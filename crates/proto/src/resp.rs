@@ -69,8 +69,8 @@ mod reply;
 mod writer;
 
 pub use command::{
-    encode_command, parse_command, Args, Command, Parse, RespLimits, ARGS_MAX_DEFAULT,
-    BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
+    encode_command, parse_command, parse_command_resume, Args, Command, Parse, RespLimits,
+    ARGS_MAX_DEFAULT, BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
 };
 pub use error::ProtocolError;
 pub use error_text::{

@@ -113,6 +113,12 @@ impl Args {
         }
     }
 
+    /// Offset in the input at which the next `parse_command_resume` starts reading: where the
+    /// first unfinished argument of a pending multibulk begins, or 0.
+    pub fn resume_offset(&self) -> usize {
+        0
+    }
+
     fn clear(&mut self) {
         self.ranges.clear();
         self.scratch.clear();
@@ -172,6 +178,13 @@ pub fn parse_command(input: &[u8], limits: &RespLimits, args: &mut Args) -> Pars
         args.clear();
     }
     parse
+}
+
+/// `parse_command` for a caller that, after `Incomplete`, calls again with the same bytes and
+/// more appended.
+#[must_use = "a Complete command must be executed and its bytes consumed"]
+pub fn parse_command_resume(input: &[u8], limits: &RespLimits, args: &mut Args) -> Parse {
+    parse_command(input, limits, args)
 }
 
 /// `*<count>\r\n` then `count` times `$<len>\r\n<len bytes>\r\n`.
