@@ -32,8 +32,9 @@
 //!   say "invalid" where Redis says "unauthenticated".
 //!
 //! Non-goals: I/O, async, buffering, command semantics (the server dispatches on `Command`),
-//! resumable parsing (a call after `Incomplete` starts again from the first byte; bulk payloads
-//! are skipped by length, so that costs a rescan of the headers only), RESP3 attributes, and the
+//! resumable inline lines (a call after `Incomplete` rereads an unfinished inline line, at most
+//! `inline_len_max` bytes; multibulk commands resume where they stopped with
+//! `parse_command_resume`, issue 19 item 7), RESP3 attributes, and the
 //! writer side of verbatim strings and big numbers.
 //!
 //! Request parse states (`parse_command`); any edge not drawn is `Invalid` with Redis' text:
