@@ -62,10 +62,20 @@ impl LogLimit {
 
     /// The verdict on a line at `now_secs` (any monotonic count of seconds).
     pub(crate) fn admit(&self, now_secs: u64) -> Verdict {
-        let _ = (now_secs, &self.window, self.lines_per_sec_max);
-        Verdict::Log {
-            suppressed_before: 0,
+        // A poisoned lock only means a panic while logging: the counts are still usable.
+        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let mut suppressed_before = 0;
+        if now_secs != w.second {
+            w.second = now_secs;
+            w.lines = 0;
         }
+        if w.lines >= self.lines_per_sec_max {
+            w.suppressed += 1;
+            return Verdict::Suppress;
+        }
+        w.lines += 1;
+        std::mem::swap(&mut suppressed_before, &mut w.suppressed);
+        Verdict::Log { suppressed_before }
     }
 }
 
