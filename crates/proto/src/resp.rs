@@ -32,8 +32,9 @@
 //!   say "invalid" where Redis says "unauthenticated".
 //!
 //! Non-goals: I/O, async, buffering, command semantics (the server dispatches on `Command`),
-//! resumable parsing (a call after `Incomplete` starts again from the first byte; bulk payloads
-//! are skipped by length, so that costs a rescan of the headers only), RESP3 attributes, and the
+//! resumable inline lines (a call after `Incomplete` rereads an unfinished inline line, at most
+//! `inline_len_max` bytes; multibulk commands resume where they stopped with
+//! `parse_command_resume`, issue 19 item 7), RESP3 attributes, and the
 //! writer side of verbatim strings and big numbers.
 //!
 //! Request parse states (`parse_command`); any edge not drawn is `Invalid` with Redis' text:
@@ -69,8 +70,8 @@ mod reply;
 mod writer;
 
 pub use command::{
-    encode_command, parse_command, Args, Command, Parse, RespLimits, ARGS_MAX_DEFAULT,
-    BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
+    encode_command, parse_command, parse_command_resume, Args, Command, Parse, RespLimits,
+    ARGS_MAX_DEFAULT, BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
 };
 pub use error::ProtocolError;
 pub use error_text::{

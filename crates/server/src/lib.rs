@@ -43,6 +43,7 @@
 mod accept;
 mod admin;
 pub mod config;
+mod log_limit;
 mod native;
 pub mod ocsm;
 mod resp;

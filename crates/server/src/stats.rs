@@ -28,6 +28,13 @@ pub(crate) struct ServerStats {
     pub(crate) commands: AtomicU64,
     pub(crate) rejected_connections: AtomicU64,
     pub(crate) protocol_errors: AtomicU64,
+    /// Native frames rejected by the decoder, skipped or fatal (issue 19 item 16).
+    pub(crate) native_protocol_errors: AtomicU64,
+    /// Bytes of unfinished RESP commands read by the parser: with resumed parsing each byte of
+    /// a command arriving over many reads is read about once (issue 19 item 7).
+    pub(crate) resp_incomplete_bytes_scanned: AtomicU64,
+    /// Protocol-error log lines dropped by the rate limit (`log_limit.rs`).
+    pub(crate) protocol_error_logs_suppressed: AtomicU64,
     /// RESP connections closed for a cross-protocol request (`POST` or `Host:`, issue 19).
     pub(crate) security_attacks: AtomicU64,
     /// Batches a connection's shard sent to another shard's queue (a client that is not
@@ -223,6 +230,30 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Connections closed for malformed input.",
         |s| s.protocol_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "native_protocol_errors",
+        "directkv_native_protocol_errors_total",
+        Kind::Counter,
+        "Native frames rejected as malformed (answered with an error frame, skipped or closing).",
+        |s| s.native_protocol_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "resp_incomplete_bytes_scanned",
+        "directkv_resp_incomplete_bytes_scanned_total",
+        Kind::Counter,
+        "Bytes of unfinished RESP commands read by the parser (about once each: parsing resumes where it stopped).",
+        |s| s.resp_incomplete_bytes_scanned.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "protocol_error_logs_suppressed",
+        "directkv_protocol_error_logs_suppressed_total",
+        Kind::Counter,
+        "Protocol-error log lines not written because of the rate limit.",
+        |s| s.protocol_error_logs_suppressed.load(Ordering::Relaxed),
     ),
     server(
         "Stats",

@@ -2,8 +2,12 @@
 //!
 //! A multibulk command is parsed in place: its arguments become ranges into the caller's buffer.
 //! Inline commands go through `inline.rs`, which unescapes into the scratch buffer of `Args`.
-//! Parsing keeps no state between calls: after `Incomplete` the caller appends bytes and calls
-//! again with the whole buffer from the same start.
+//! `parse_command` keeps no state between calls: after `Incomplete` the caller appends bytes
+//! and calls again with the whole buffer from the same start, and the parse starts over.
+//! `parse_command_resume` (the server's, issue 19 item 7) keeps the state of an unfinished
+//! multibulk in `Args` instead: the arguments already validated and the offset where the next
+//! one begins, so a command trickled in one byte per read costs O(new bytes) per call rather
+//! than a rescan from its first byte.
 
 use std::ops::Range;
 
@@ -66,6 +70,11 @@ pub struct Args {
     ranges: Vec<Range<usize>>,
     scratch: Vec<u8>,
     inline: bool,
+    /// While a multibulk is unfinished (`parse_command_resume` said `Incomplete`): its count,
+    /// and the offset of its first unfinished argument, whose complete predecessors are in
+    /// `ranges`. `resume_pos` is 0 otherwise (a pending argument never starts at 0).
+    resume_count: usize,
+    resume_pos: usize,
 }
 
 impl Args {
@@ -79,16 +88,27 @@ impl Args {
             ranges: Vec::with_capacity(args),
             scratch: Vec::with_capacity(scratch_len),
             inline: false,
+            resume_count: 0,
+            resume_pos: 0,
         }
     }
 
     /// Number of arguments, the command name included.
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        self.complete_ranges().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.complete_ranges().is_empty()
+    }
+
+    /// The ranges of a complete command; none while a multibulk is pending.
+    fn complete_ranges(&self) -> &[Range<usize>] {
+        if self.resume_pos == 0 {
+            &self.ranges
+        } else {
+            &[]
+        }
     }
 
     /// True when the last command parsed was inline (its arguments live in the scratch buffer).
@@ -109,14 +129,22 @@ impl Args {
         };
         Command {
             bytes,
-            ranges: &self.ranges,
+            ranges: self.complete_ranges(),
         }
+    }
+
+    /// Offset in the input at which the next `parse_command_resume` starts reading: where the
+    /// first unfinished argument of a pending multibulk begins, or 0.
+    pub fn resume_offset(&self) -> usize {
+        self.resume_pos
     }
 
     fn clear(&mut self) {
         self.ranges.clear();
         self.scratch.clear();
         self.inline = false;
+        self.resume_count = 0;
+        self.resume_pos = 0;
     }
 }
 
@@ -174,45 +202,112 @@ pub fn parse_command(input: &[u8], limits: &RespLimits, args: &mut Args) -> Pars
     parse
 }
 
-/// `*<count>\r\n` then `count` times `$<len>\r\n<len bytes>\r\n`.
-fn parse_multibulk(input: &[u8], limits: &RespLimits, ranges: &mut Vec<Range<usize>>) -> Parse {
-    let (count, mut pos) = match read_length(input, 1, Sign::NegativeAllowed, limits.args_max) {
+/// `parse_command` for a caller that, after `Incomplete`, calls again with the same bytes and
+/// more appended: an unfinished multibulk is resumed at its first unfinished argument (the
+/// arguments before it were validated by earlier calls and are not read again). The verdicts
+/// are those of `parse_command` on the same bytes. Until `Complete`, `Args` shows no arguments.
+///
+/// Handing it other bytes after `Incomplete` is a caller bug; input shorter than the resume
+/// point or not starting with `*` is caught and parsed afresh, other changes are not.
+#[must_use = "a Complete command must be executed and its bytes consumed"]
+pub fn parse_command_resume(input: &[u8], limits: &RespLimits, args: &mut Args) -> Parse {
+    if input.first() != Some(&b'*') {
+        return parse_command(input, limits, args);
+    }
+    if args.resume_pos != 0 && input.len() >= args.resume_pos {
+        let (count, pos) = (args.resume_count, args.resume_pos);
+        args.resume_pos = 0;
+        return multibulk_outcome(input, limits, args, count, pos);
+    }
+    args.clear();
+    let (count, pos) = match read_length(input, 1, Sign::NegativeAllowed, limits.args_max) {
         Length::Value { value, end } => (value, end),
         Length::Negative { end } => return Parse::Complete { consumed: end },
         Length::Incomplete => return Parse::Incomplete,
         Length::Invalid => return Parse::Invalid(ProtocolError::InvalidMultibulkLength),
     };
+    multibulk_outcome(input, limits, args, count, pos)
+}
+
+/// Parses the arguments of a multibulk of `count` from `pos` (`args.ranges` holding those
+/// before it) and keeps the progress in `args` when it is `Incomplete`.
+#[inline(always)]
+fn multibulk_outcome(
+    input: &[u8],
+    limits: &RespLimits,
+    args: &mut Args,
+    count: usize,
+    pos: usize,
+) -> Parse {
+    match multibulk_args(input, limits, &mut args.ranges, count, pos) {
+        Ok(parse @ Parse::Complete { .. }) => parse,
+        Ok(parse) => {
+            args.clear();
+            parse
+        }
+        Err(next) => {
+            args.resume_count = count;
+            args.resume_pos = next;
+            Parse::Incomplete
+        }
+    }
+}
+
+/// `*<count>\r\n` then `count` times `$<len>\r\n<len bytes>\r\n`.
+fn parse_multibulk(input: &[u8], limits: &RespLimits, ranges: &mut Vec<Range<usize>>) -> Parse {
+    let (count, pos) = match read_length(input, 1, Sign::NegativeAllowed, limits.args_max) {
+        Length::Value { value, end } => (value, end),
+        Length::Negative { end } => return Parse::Complete { consumed: end },
+        Length::Incomplete => return Parse::Incomplete,
+        Length::Invalid => return Parse::Invalid(ProtocolError::InvalidMultibulkLength),
+    };
+    match multibulk_args(input, limits, ranges, count, pos) {
+        Ok(parse) => parse,
+        Err(_) => Parse::Incomplete,
+    }
+}
+
+/// The arguments of a multibulk of `count` from `pos`, where the first `ranges.len()` are
+/// already parsed. `Err(pos)` is `Incomplete`, `pos` being where the unfinished argument starts.
+#[inline(always)]
+fn multibulk_args(
+    input: &[u8],
+    limits: &RespLimits,
+    ranges: &mut Vec<Range<usize>>,
+    count: usize,
+    mut pos: usize,
+) -> Result<Parse, usize> {
     // Bounded by `args_max`; every turn consumes at least the 6 bytes of `$0\r\n\r\n`.
-    for _ in 0..count {
+    for _ in ranges.len()..count {
         let Some(&marker) = input.get(pos) else {
-            return Parse::Incomplete;
+            return Err(pos);
         };
         if marker != b'$' {
-            return Parse::Invalid(ProtocolError::ExpectedDollar(marker));
+            return Ok(Parse::Invalid(ProtocolError::ExpectedDollar(marker)));
         }
         let (len, data_start) =
             match read_length(input, pos + 1, Sign::PositiveOnly, limits.bulk_len_max) {
                 Length::Value { value, end } => (value, end),
-                Length::Incomplete => return Parse::Incomplete,
+                Length::Incomplete => return Err(pos),
                 Length::Negative { .. } | Length::Invalid => {
-                    return Parse::Invalid(ProtocolError::InvalidBulkLength)
+                    return Ok(Parse::Invalid(ProtocolError::InvalidBulkLength))
                 }
             };
         // No buffer reaches `usize::MAX` bytes, so an overflow could never complete.
         let Some(data_end) = data_start.checked_add(len) else {
-            return Parse::Invalid(ProtocolError::InvalidBulkLength);
+            return Ok(Parse::Invalid(ProtocolError::InvalidBulkLength));
         };
         // Check whatever part of the terminator has arrived before asking for more (byte by
         // byte: a slice comparison of a length known only at run time is a memcmp call).
         match (input.get(data_end), input.get(data_end.wrapping_add(1))) {
             (Some(b'\r'), Some(b'\n')) => {}
-            (Some(b'\r'), None) | (None, _) => return Parse::Incomplete,
-            _ => return Parse::Invalid(ProtocolError::InvalidBulkLength),
+            (Some(b'\r'), None) | (None, _) => return Err(pos),
+            _ => return Ok(Parse::Invalid(ProtocolError::InvalidBulkLength)),
         }
         ranges.push(data_start..data_end);
         pos = data_end + 2;
     }
-    Parse::Complete { consumed: pos }
+    Ok(Parse::Complete { consumed: pos })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

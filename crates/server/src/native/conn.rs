@@ -7,7 +7,12 @@
 //! With `requirepass`, the client must send HELLO with the password before anything else; a
 //! connection that does not gets ERROR AuthRequired (a wrong password: AuthFailed), both
 //! flagged CLOSING, and is closed.
+//!
+//! Malformed frames are answered with an error frame and counted (`native_protocol_errors`);
+//! one that leaves the stream untrustworthy also closes the connection, counts in
+//! `protocol_errors` and logs a WARN line through the server-wide rate limit (`log_limit.rs`).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use directkv_engine::{ElemType, Op, OpKind, Results, Status};
@@ -86,6 +91,15 @@ pub(crate) async fn serve(
             match native::decode_request_ops(&input[used..], &c.limits, &mut parsed) {
                 Ok(None) => break,
                 Err(e) => {
+                    ctx.stats
+                        .native_protocol_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    if e.skip.is_none() {
+                        ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                        crate::log_limit::protocol_error(&ctx.stats, || {
+                            tracing::warn!(shard = ctx.id, error = ?e, "closing a native connection after a protocol error");
+                        });
+                    }
                     let frame = ResponseFrame {
                         request_id: e.request_id,
                         body: Response::Error(e.reply()),

@@ -53,6 +53,8 @@ pub(crate) async fn serve(
     // commands on large values cannot buffer commands_per_batch_max large replies at once.
     let mut batch_cmds = FIRST_BATCH_CMDS.min(ctx.cfg.commands_per_batch_max);
     let mut reply_bytes_hint = 1usize;
+    // Where the parse of an unfinished command resumes (`Args::resume_offset`) after the read.
+    let mut resume_from = 0usize;
     loop {
         let mut used = 0;
         let mut close = false;
@@ -63,6 +65,7 @@ pub(crate) async fn serve(
                 &input[used..],
                 &limits,
                 &mut args,
+                &mut resume_from,
                 &mut pending,
                 &mut session,
                 requirepass.as_deref(),
@@ -90,7 +93,9 @@ pub(crate) async fn serve(
             }
             if let Some(e) = parsed.error {
                 ctx.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(shard = ctx.id, error = %e, "closing a RESP connection after a protocol error");
+                crate::log_limit::protocol_error(&ctx.stats, || {
+                    tracing::warn!(shard = ctx.id, error = %e, "closing a RESP connection after a protocol error");
+                });
                 RespWriter::new(&mut out, session.version).error(&resp::err_protocol(&e));
                 close = true;
             }
@@ -146,6 +151,7 @@ async fn parse_commands(
     buf: &[u8],
     limits: &RespLimits,
     args: &mut Args,
+    resume_from: &mut usize,
     pending: &mut Pending,
     session: &mut Session,
     requirepass: Option<&str>,
@@ -160,8 +166,17 @@ async fn parse_commands(
     let mut attack = false;
     pending.clear();
     while count < batch_cmds {
-        match resp::parse_command(&buf[used..], limits, args) {
-            Parse::Incomplete => break,
+        match resp::parse_command_resume(&buf[used..], limits, args) {
+            Parse::Incomplete => {
+                // The first parse of this call resumed at `resume_from`; a later one started
+                // at its command's first byte.
+                let start = if used == 0 { *resume_from } else { 0 };
+                ctx.stats
+                    .resp_incomplete_bytes_scanned
+                    .fetch_add((buf.len() - used - start) as u64, Ordering::Relaxed);
+                *resume_from = args.resume_offset();
+                break;
+            }
             Parse::Invalid(e) => {
                 error = Some(e);
                 break;
