@@ -91,18 +91,22 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the tokio runtime: {e}"))
 }
 
+/// The runner's configuration for one depth of `args` (validated up front, used per depth).
+fn run_config(args: &NetRunArgs, depth: usize) -> RunConfig {
+    RunConfig {
+        connections: args.connections,
+        depth,
+        warmup: args.warmup,
+        measure: args.measure,
+        pacing: pacing(args.rate),
+        busy_poll: args.busy_poll,
+    }
+}
+
 pub fn run(args: &NetRunArgs, progress: &dyn ProgressFactory) -> Result<RunReport, String> {
     let format = args.workload.value_format(args.shape)?;
     for &depth in &args.depths {
-        RunConfig {
-            connections: args.connections,
-            depth,
-            warmup: args.warmup,
-            measure: args.measure,
-            pacing: pacing(args.rate),
-            busy_poll: args.busy_poll,
-        }
-        .validate()?;
+        run_config(args, depth).validate()?;
     }
     if args.load_depth == 0 || args.load_depth > runner::DEPTH_MAX {
         return Err(format!(
@@ -158,14 +162,7 @@ async fn run_async(
     };
     let mut runs = Vec::with_capacity(args.depths.len());
     for &depth in &args.depths {
-        let config = RunConfig {
-            connections: args.connections,
-            depth,
-            warmup: args.warmup,
-            measure: args.measure,
-            pacing: pacing(args.rate),
-            busy_poll: args.busy_poll,
-        };
+        let config = run_config(args, depth);
         let shown = progress.measuring(&format!("depth {depth}"), args.warmup + args.measure);
         let stats = runner::run(&mut drivers, &spec, &config, shown)
             .await
