@@ -3,7 +3,7 @@
 //! ```text
 //!   machine/   what the machine gives, with no store at all:
 //!                probe.rs     random line reads per second (`bench probe`)
-//!                loopback.rs  the loopback TCP ceiling of an echo pair (`bench loopback`)
+//!                loopback.rs  an echo pair over loopback TCP, a reference (`bench loopback`)
 //!   engine/    one engine in-process, no network (`bench engine`)
 //!   net/       a server over the network: `bench run` (run.rs) and `bench compare`
 //!                (compare.rs) on workloads, drivers per protocol and the runner
@@ -17,8 +17,8 @@
 //! workspace's one module of unsafe system calls: this crate holds no `libc` call of its own.
 //!
 //! Goals: each subcommand's code in one place, with the numbers it is judged against (the line
-//! read probe, the loopback ceiling, the peers redis-server and memcached) measured by the same
-//! crate. Non-goals: the command line itself (flags, help text, output format of each
+//! read probe, the loopback echo reference, the peers redis-server and memcached) measured by the
+//! same crate. Non-goals: the command line itself (flags, help text, output format of each
 //! subcommand), which lives in `crates/cli`.
 
 // Every unsafe block says why it is sound (issue 18; the workspace lint will cover this too).

@@ -519,16 +519,16 @@ fn bench_compare_end_to_end() {
         assert!(row["rss_bytes_per_key"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(row["load"]["keys"], 20000);
     }
-    // The loopback ceiling ran after the targets with native GET batches of depth 64.
-    let ceiling = &v["loopback_ceiling"];
+    // The loopback echo reference ran after the targets with native GET batches of depth 64.
+    let echo = &v["loopback_echo_reference"];
     let (request, response) =
         directkv_bench::machine::loopback::native_batch_bytes(64, 8, 8).unwrap();
-    assert_eq!(ceiling["echo"]["request_bytes"], request, "{ceiling}");
-    assert_eq!(ceiling["echo"]["response_bytes"], response, "{ceiling}");
-    assert_eq!(ceiling["echo"]["connections"], 1, "{ceiling}");
-    let round_trips = ceiling["echo"]["round_trips_per_sec"].as_f64().unwrap();
-    assert!(round_trips > 0.0, "{ceiling}");
-    assert_close(ceiling["ops_per_sec"].as_f64().unwrap(), round_trips * 64.0);
+    assert_eq!(echo["echo"]["request_bytes"], request, "{echo}");
+    assert_eq!(echo["echo"]["response_bytes"], response, "{echo}");
+    assert_eq!(echo["echo"]["connections"], 1, "{echo}");
+    let round_trips = echo["echo"]["round_trips_per_sec"].as_f64().unwrap();
+    assert!(round_trips > 0.0, "{echo}");
+    assert_close(echo["ops_per_sec"].as_f64().unwrap(), round_trips * 64.0);
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     std::fs::remove_file(&png).unwrap();
 }
@@ -550,7 +550,7 @@ fn assert_close(got: f64, want: f64) {
 }
 
 #[test]
-fn bench_compare_lists_a_ceiling_it_cannot_measure_as_skipped() {
+fn bench_compare_lists_an_echo_it_cannot_measure_as_skipped() {
     let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
     // A depth above one native frame's operations has no single-frame echo to compare with;
     // the target's run still stands.
@@ -570,10 +570,10 @@ fn bench_compare_lists_a_ceiling_it_cannot_measure_as_skipped() {
         "--json",
     ]);
     let v = json_of(&out);
-    assert!(v["loopback_ceiling"].is_null(), "{v}");
+    assert!(v["loopback_echo_reference"].is_null(), "{v}");
     let skipped = v["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{v}");
-    assert_eq!(skipped[0]["name"], "loopback ceiling");
+    assert_eq!(skipped[0]["name"], "loopback echo reference");
     assert!(
         skipped[0]["reason"]
             .as_str()

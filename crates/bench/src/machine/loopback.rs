@@ -1,14 +1,21 @@
-//! Loopback ceiling: how many batches per second the kernel's TCP carries between the two
-//! cores when neither end does any work, the network's counterpart of the line-read probe.
+//! Loopback echo reference: how many batches per second an echo pair exchanges over loopback
+//! TCP between the two cores when neither end does any work. A reference, not a bound.
 //!
 //! What: an echo pair in one process. A server thread (pinned to the server core) accepts
 //! `connections` connections and answers every complete request of `request_bytes` with
 //! `response_bytes`; the calling thread (on the load core) keeps one request in flight per
 //! connection, as the load generator does with one batch per connection. Both ends wait in
 //! epoll on all their sockets, polling it (`busy_poll`, as the server and load generator do)
-//! or sleeping in it. Nothing is parsed, looked up or encoded, so round trips per second times
-//! the batch depth is the most operations per second any server could answer on this machine
-//! with batches of that size on that many connections.
+//! or sleeping in it. Nothing is parsed, looked up or encoded.
+//!
+//! Why it is not a ceiling (issue 19 item 17): it was once printed as the most operations per
+//! second any server could answer here, and directkv-native beat it at depths 1, 4 and 16 (and
+//! by 15% at depth 1 on 50 connections). The pair waits differently from the server and load
+//! generator (level-triggered epoll, a `sched_yield` on every empty poll, one thread per side
+//! for all connections), so a real server that batches wake-ups better can exchange more. Round
+//! trips per second times the depth is therefore a reference for how much of the two cores the
+//! kernel's TCP takes, and `bench compare` prints ratios to it as such; its bound is the
+//! kernel CPU per operation of each server (`net/compare.rs`).
 //!
 //! ```text
 //!   core 0: caller                          core 1: echo thread
@@ -18,7 +25,7 @@
 //! ```
 //!
 //! `native_batch_bytes` gives the sizes of directkv's native frames for a batch of GETs, so the
-//! ceiling is for the same bytes on the wire as `bench compare`'s directkv-native target.
+//! echo carries the same bytes on the wire as `bench compare`'s directkv-native target.
 //!
 //! Goals: measure the kernel's per-message cost (system calls, TCP on loopback, wake-ups) with
 //! the same connection count and message sizes as a real run, in the same session as it.

@@ -6,11 +6,21 @@
 //!   for each target:
 //!     start server (taskset -c 1) ─ connect ─ RSS₀ ─ load every key ─ RSS₁ ─ warm-up run
 //!       ─ CPU₀ ─ measured run ─ CPU₁ ─ stop server (SIGTERM by PID; also on error, by Drop)
-//!   report: ops/s, p50/p99, (CPU₁ − CPU₀) / ops × 10⁶, (RSS₁ − RSS₀) / keys
-//!   then (unless turned off) the loopback ceiling: an echo pair on the same two cores and
-//!   connections exchanging directkv-native's batch bytes with no work (`loopback`), times
-//!   the depth: what no server could beat on this machine at this depth
+//!   report: ops/s, p50/p99, (CPU₁ − CPU₀) / ops × 10⁶ split into user and system time,
+//!     (RSS₁ − RSS₀) / keys, and the kernel bound 1 / (system seconds per operation)
+//!   then (unless turned off) the loopback echo reference: an echo pair on the same two cores
+//!   and connections exchanging directkv-native's batch bytes with no work (`loopback`), times
+//!   the depth
 //! ```
+//!
+//! The bound: a server pinned to one core has at most one CPU second per second, and the
+//! kernel's part of it (`stime`) is work done for that server's system calls, packets and
+//! wake-ups. So ops/s <= 1 / (system seconds per operation): a server that makes the kernel
+//! work as much per operation as this run did could not answer more even if its own code took
+//! no time. It holds in the run it was measured in by construction, and it is the figure to
+//! argue "N x a peer is out of reach" with. The echo reference is not a bound (issue 19 item
+//! 17: directkv-native has beaten it at depths 1 to 16; its epoll use and polling differ from
+//! the server's and the load generator's), so it is printed as a reference ratio only.
 //!
 //! Servers run one at a time so that they never compete for the server core. Memory per key is
 //! the growth of `VmRSS` (`/proc/PID/status`) over the load phase divided by the key count, so
@@ -32,7 +42,7 @@ use crate::net::driver::{DataShape, DriverError, Target};
 use crate::net::run::{self, ProgressFactory};
 use crate::net::runner::{self, Pacing, RunConfig};
 use crate::net::workload::{WorkloadKind, WorkloadSpec};
-use crate::report::{Ceiling, CompareReport, CompareRow, LoadSummary, RunResult, Skipped};
+use crate::report::{CompareReport, CompareRow, EchoReference, LoadSummary, RunResult, Skipped};
 use directkv_sys::process::ServerProcess;
 
 /// The CPU the load generator runs on; servers get `SERVER_CPU`.
@@ -120,9 +130,9 @@ pub struct CompareArgs {
     pub pin: bool,
     /// Busy-poll the load generator's sockets during measured runs (`RunConfig::busy_poll`).
     pub busy_poll: bool,
-    /// Also measure the loopback ceiling (`loopback::echo`) with the same connections and
-    /// directkv-native's batch sizes, for `measure`, after the targets.
-    pub ceiling: bool,
+    /// Also measure the loopback echo reference (`loopback::echo`) with the same connections
+    /// and directkv-native's batch sizes, for `measure`, after the targets.
+    pub echo_reference: bool,
 }
 
 pub fn compare(
@@ -209,20 +219,27 @@ pub fn compare(
                 .map_err(|e| format!("{}: {e}", kind.name()))?;
             progress.finish();
         }
-        let cpu_before = server.cpu_seconds()?;
+        let cpu_before = cpu_split(server.pid())?;
         let shown = progress.measuring(&label, args.measure);
         let stats = rt
             .block_on(runner::run(&mut drivers, &spec, &config, shown))
             .map_err(|e| format!("{}: {e}", kind.name()))?;
         progress.finish();
-        let cpu_after = server.cpu_seconds()?;
+        let cpu_after = cpu_split(server.pid())?;
         drop(drivers);
         let run = RunResult::new(&config, &stats);
+        let mops = run.ops.max(1) as f64 / 1e6;
+        let user = (cpu_after.0 - cpu_before.0) / mops;
+        let sys = (cpu_after.1 - cpu_before.1) / mops;
         rows.push(CompareRow {
             name: kind.name().to_string(),
             target: target.url(),
             version: version(kind),
-            server_cpu_sec_per_mop: (cpu_after - cpu_before) / (run.ops.max(1) as f64 / 1e6),
+            server_cpu_sec_per_mop: user + sys,
+            server_user_sec_per_mop: user,
+            server_sys_sec_per_mop: sys,
+            server_cpu_share: (user + sys) * mops / stats.seconds.max(f64::MIN_POSITIVE),
+            kernel_bound_ops_per_sec: (sys > 0.0).then(|| 1e6 / sys),
             rss_bytes_per_key: (rss_after as f64 - rss_before as f64) / args.keys as f64,
             rss_before_load_bytes: rss_before,
             rss_after_load_bytes: rss_after,
@@ -231,21 +248,20 @@ pub fn compare(
         });
         drop(server);
     }
-    // The targets' results stand without the ceiling: if it cannot be measured (a depth above
+    // The targets' results stand without the echo: if it cannot be measured (a depth above
     // one native frame's operations, no loopback port), it is listed as skipped with the reason.
-    let loopback_ceiling = if args.ceiling {
-        let shown = progress.measuring("loopback ceiling", args.measure);
-        let ceiling = loopback_ceiling(args, pinned);
+    let loopback_echo_reference = if args.echo_reference {
+        let shown = progress.measuring("loopback echo reference", args.measure);
+        let echo = loopback_echo(args, pinned);
         drop(shown);
         progress.finish();
-        ceiling
-            .map_err(|reason| {
-                skipped.push(Skipped {
-                    name: "loopback ceiling".to_string(),
-                    reason,
-                })
+        echo.map_err(|reason| {
+            skipped.push(Skipped {
+                name: "loopback echo reference".to_string(),
+                reason,
             })
-            .ok()
+        })
+        .ok()
     } else {
         None
     };
@@ -263,14 +279,14 @@ pub fn compare(
         load_generator_busy_poll: args.busy_poll,
         rows,
         skipped,
-        loopback_ceiling,
+        loopback_echo_reference,
     })
 }
 
 /// The echo pair of `loopback::echo` on the compare's cores and connections, with the bytes of
 /// directkv-native's GET batches at the compare's depth and sizes (both ends busy-poll when the
 /// load generator does, as directkv's server does by default).
-fn loopback_ceiling(args: &CompareArgs, pinned: bool) -> Result<Ceiling, String> {
+fn loopback_echo(args: &CompareArgs, pinned: bool) -> Result<EchoReference, String> {
     let (request_bytes, response_bytes) =
         loopback::native_batch_bytes(args.depth, args.shape.key_size, args.shape.value_size)?;
     let echo = loopback::echo(&EchoConfig {
@@ -281,11 +297,32 @@ fn loopback_ceiling(args: &CompareArgs, pinned: bool) -> Result<Ceiling, String>
         busy_poll: args.busy_poll,
         cpus: pinned.then_some((LOAD_CPU, SERVER_CPU)),
     })
-    .map_err(|e| format!("loopback ceiling: {e}"))?;
-    Ok(Ceiling {
+    .map_err(|e| format!("loopback echo: {e}"))?;
+    Ok(EchoReference {
         ops_per_sec: echo.ops_per_sec(args.depth),
         echo,
     })
+}
+
+/// (user, system) CPU seconds of process `pid` so far: `utime` and `stime` of
+/// `/proc/PID/stat`.
+fn cpu_split(pid: u32) -> Result<(f64, f64), String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("cannot read /proc/{pid}/stat: {e}"))?;
+    let hz = directkv_sys::cpu::clock_ticks_per_sec().max(1) as f64;
+    user_sys_ticks(&text)
+        .map(|(u, s)| (u as f64 / hz, s as f64 / hz))
+        .ok_or_else(|| format!("unexpected /proc/{pid}/stat"))
+}
+
+/// utime and stime of a `/proc/PID/stat` line, in clock ticks.
+fn user_sys_ticks(text: &str) -> Option<(u64, u64)> {
+    // The command name (field 2) may hold spaces and parentheses; utime and stime are fields
+    // 14 and 15, the 12th and 13th after the last ')'.
+    let rest = text.rsplit_once(')').map(|(_, r)| r)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some((ticks(11)?, ticks(12)?))
 }
 
 fn start(
@@ -332,4 +369,18 @@ fn version(kind: TargetKind) -> String {
 fn pin_self(cpu: usize) -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     cpus >= 2 && cpu < cpus && directkv_sys::cpu::pin_current_thread(cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_and_system_ticks_come_from_fields_14_and_15() {
+        let line = "42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 111 222 13 14 15";
+        assert_eq!(user_sys_ticks(line), Some((111, 222)));
+        assert_eq!(user_sys_ticks("42 (x) S 1 2"), None);
+        let (user, sys) = cpu_split(std::process::id()).unwrap();
+        assert!(user >= 0.0 && sys >= 0.0);
+    }
 }

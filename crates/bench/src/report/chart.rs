@@ -202,12 +202,12 @@ pub fn compare_chart(report: &CompareReport, path: &Path) -> Result<(), String> 
         "{} {}, {} keys, depth {}: ops/s",
         report.workload, report.dist, report.keys, report.depth
     );
-    // The ops/s panel ends with the loopback ceiling, when it was measured: what loopback TCP
-    // carries at this depth with no work at either end.
+    // The ops/s panel ends with the loopback echo reference, when it was measured: what an echo
+    // pair over loopback TCP exchanged at this depth with no work (a reference, not a bound).
     let mut ops_labels = labels.clone();
     let mut ops: Vec<f64> = of(|r| r.run.ops_per_sec);
-    if let Some(c) = &report.loopback_ceiling {
-        ops_labels.push("loopback ceiling".to_string());
+    if let Some(c) = &report.loopback_echo_reference {
+        ops_labels.push("loopback echo (reference)".to_string());
         ops.push(c.ops_per_sec);
     }
     draw_bars(

@@ -26,10 +26,10 @@ pub struct CompareFlags {
     /// Do not pin servers and the load generator to separate cores.
     #[arg(long)]
     no_pin: bool,
-    /// Skip the loopback ceiling (an echo pair with the same connections and native batch
-    /// bytes, no work, run for --seconds after the targets).
+    /// Skip the loopback echo reference (an echo pair with the same connections and native
+    /// batch bytes, no work, run for --seconds after the targets; a reference, not a bound).
     #[arg(long)]
-    no_ceiling: bool,
+    no_echo_reference: bool,
 }
 
 pub fn run(f: CompareFlags) -> Result<(), String> {
@@ -53,7 +53,7 @@ pub fn run(f: CompareFlags) -> Result<(), String> {
         load_depth: f.common.load_depth,
         pin: !f.no_pin,
         busy_poll: !f.common.no_busy_poll,
-        ceiling: !f.no_ceiling,
+        echo_reference: !f.no_echo_reference,
     };
     let bars = progress::Bars::new(!f.common.json);
     let r = compare::compare(&args, &bars)?;

@@ -41,8 +41,8 @@ pub enum BenchCmd {
     /// time one prefetched random line access costs next to computation it could overlap with.
     Probe(probe::ProbeFlags),
     /// The network alone: an echo pair over loopback TCP on cores 0 and 1 exchanging
-    /// directkv-native batch-sized messages with no work; round trips/s times the depth is the
-    /// most operations/s any server could answer here at that depth.
+    /// directkv-native batch-sized messages with no work; round trips/s times the depth, a
+    /// reference (not a bound: a server can exchange more than this echo).
     Loopback(loopback::LoopbackFlags),
 }
 
