@@ -9,6 +9,8 @@
 //!                (compare.rs) on workloads, drivers per protocol and the runner
 //!   ocsm/      OCSM over UDP (`bench ocsm`): open-loop generator, rate ladder, chart
 //!   report/    what net runs print: tables, CSV, charts, the progress bar
+//!   soak/      every issue 19 attack at once against one server, with well-behaved clients
+//!                measuring latency and lost writes (`bench soak`, scripts/soak.sh)
 //!   dist.rs    key distributions, shared by engine/ and net/
 //! ```
 //!
@@ -30,3 +32,4 @@ pub mod machine;
 pub mod net;
 pub mod ocsm;
 pub mod report;
+pub mod soak;

@@ -9,6 +9,7 @@
 //!   compare.rs   bench compare    directkv, redis-server, memcached side by side
 //!   probe.rs     bench probe      the memory system alone
 //!   loopback.rs  bench loopback   the network alone
+//!   soak.rs      bench soak       every issue 19 attack at once, with well-behaved clients
 //! ```
 
 mod compare;
@@ -17,6 +18,7 @@ mod loopback;
 mod ocsm;
 mod probe;
 mod run;
+mod soak;
 
 use clap::{Args, Subcommand};
 use directkv_bench::dist::Distribution;
@@ -44,6 +46,11 @@ pub enum BenchCmd {
     /// directkv-native batch-sized messages with no work; round trips/s times the depth, a
     /// reference (not a bound: a server can exchange more than this echo).
     Loopback(loopback::LoopbackFlags),
+    /// Every hostile client of issue 19 at once against one server (started here unless
+    /// --target) while well-behaved clients measure PING/GET latency and lost writes; exits
+    /// non-zero when a criterion fails (0 panics, RSS <= arena + 256 MiB, p99 <= 10 ms, no
+    /// acknowledged write lost).
+    Soak(soak::SoakFlags),
 }
 
 /// Runs one `bench` subcommand.
@@ -55,6 +62,7 @@ pub fn run(what: BenchCmd) -> Result<(), String> {
         BenchCmd::Compare(f) => compare::run(f),
         BenchCmd::Probe(f) => probe::run(f),
         BenchCmd::Loopback(f) => loopback::run(f),
+        BenchCmd::Soak(f) => soak::run(f),
     }
 }
 
