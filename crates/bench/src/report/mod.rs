@@ -388,14 +388,16 @@ pub fn compare_table(r: &CompareReport) -> String {
     s
 }
 
-/// One line per ranked row: its kernel bound, and that bound over each ranked peer's measured
-/// ops/s (how many times a peer the row could go at best while it makes the kernel work as much
-/// per operation as it did in this run).
+/// One line per ranked row: its kernel bound, and how many times each ranked peer's operations
+/// per CPU second that bound is (peer CPU per op / row system CPU per op): the most this row
+/// could do per core-second next to that peer while the kernel works as much per operation as
+/// it did in this run. Per CPU second, not per second of the run, so a server that did not get
+/// its whole core on a busy machine is still compared fairly.
 fn kernel_bound_lines(r: &CompareReport, s: &mut String) {
     let ranked: Vec<&CompareRow> = r.rows.iter().filter(|row| !row.run.has_failures).collect();
     let _ = writeln!(
         s,
-        "kernel bound = 1 / (server sys s per op): ops/s on its one core if its own code took no time{}",
+        "kernel bound = 1 / (server sys s per op): ops/s on its one core if its own code took no time; x peer = peer CPU per op / sys per op{}",
         if r.pinned {
             ""
         } else {
@@ -413,15 +415,25 @@ fn kernel_bound_lines(r: &CompareReport, s: &mut String) {
         };
         let over: Vec<String> = ranked
             .iter()
-            .filter(|peer| peer.name != row.name && peer.run.ops_per_sec > 0.0)
-            .map(|peer| format!("{:.2} x {}", bound / peer.run.ops_per_sec, peer.name))
+            .filter(|peer| peer.name != row.name && peer.server_cpu_sec_per_mop > 0.0)
+            .map(|peer| {
+                format!(
+                    "{:.2} x {}",
+                    peer.server_cpu_sec_per_mop / row.server_sys_sec_per_mop,
+                    peer.name
+                )
+            })
             .collect();
         let _ = writeln!(
             s,
             "kernel bound {:<16} {:>13.0} ops/s{}{}",
             row.name,
             bound,
-            if over.is_empty() { "" } else { " = " },
+            if over.is_empty() {
+                ""
+            } else {
+                " per CPU second = "
+            },
             over.join(", ")
         );
     }

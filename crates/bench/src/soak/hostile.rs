@@ -68,6 +68,8 @@ const FLOOD_HOLD: Duration = Duration::from_secs(2);
 /// Keys and value bytes of one MSET at out-of-memory.
 const OOM_MSET_KEYS: usize = 20;
 const OOM_VALUE_BYTES: usize = 64 << 10;
+/// How long the MSET client waits for a reply before it reconnects.
+const OOM_PATIENCE: Duration = Duration::from_secs(30);
 /// Pause between two attacks of the light loops (datagrams, MSETs), so that they attack all
 /// the time without taking the machine's cores from the server.
 const PACE: Duration = Duration::from_millis(5);
@@ -220,21 +222,27 @@ fn unauth_multibulk(soak: &Soak, c: &Counters) {
     }
 }
 
+/// A connection with AUTH sent (its reply left to whoever reads next): an attacker with the
+/// password does not wait for the answer before it sends what it came for.
+fn auth_dial(soak: &Soak, c: &Counters) -> Option<TcpStream> {
+    let mut s = dial(soak, c)?;
+    let mut auth = Vec::new();
+    directkv_proto::resp::encode_command(&[b"AUTH", soak.target.password.as_bytes()], &mut auth);
+    (soak.target.password.is_empty() || send_all(soak, c, &mut s, &auth)).then_some(s)
+}
+
 fn mget_big(soak: &Soak, c: &Counters) {
     let mut args: Vec<&[u8]> = vec![b"MGET"];
     args.extend(std::iter::repeat(BIG_KEY).take(MGET_KEYS));
     let mut req = Vec::new();
     directkv_proto::resp::encode_command(&args, &mut req);
     while !soak.stopped() {
-        let Ok(mut r) = Resp::connect(soak.target.addr, &soak.target.password) else {
-            c.connect_failed.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(RETRY_PAUSE);
+        let Some(mut s) = auth_dial(soak, c) else {
             continue;
         };
         c.attempt();
-        let s = r.stream();
-        if send_all(soak, c, s, &req) {
-            read_some(soak, c, s);
+        if send_all(soak, c, &mut s, &req) {
+            read_some(soak, c, &mut s);
         }
     }
 }
@@ -308,13 +316,11 @@ fn resp_non_reader(soak: &Soak, c: &Counters) {
     let mut req = Vec::new();
     directkv_proto::resp::encode_command(&[b"GET", BIG_KEY], &mut req);
     while !soak.stopped() {
-        let Ok(r) = Resp::connect(soak.target.addr, &soak.target.password) else {
-            c.connect_failed.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(RETRY_PAUSE);
+        let Some(s) = auth_dial(soak, c) else {
             continue;
         };
         c.attempt();
-        non_reader(soak, c, r.into_stream(), &req);
+        non_reader(soak, c, s, &req);
     }
 }
 
@@ -458,11 +464,12 @@ fn mset_at_oom(soak: &Soak, c: &Counters) {
     let value = vec![b'o'; OOM_VALUE_BYTES];
     let mut round = 0u64;
     while !soak.stopped() {
-        let Ok(mut r) = Resp::connect(soak.target.addr, &soak.target.password) else {
-            c.connect_failed.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(RETRY_PAUSE);
+        let Some(s) = auth_dial(soak, c) else {
             continue;
         };
+        let mut r = Resp::from_stream(s);
+        // AUTH's reply comes first.
+        let mut authed = soak.target.password.is_empty();
         while !soak.stopped() {
             round += 1;
             let keys: Vec<Vec<u8>> = (0..OOM_MSET_KEYS)
@@ -474,7 +481,17 @@ fn mset_at_oom(soak: &Soak, c: &Counters) {
                 args.push(&value);
             }
             c.attempt();
-            let Ok(reply) = r.cmd(&args, Duration::from_secs(5)) else {
+            if r.send(&args).is_err() {
+                c.closed(Drained::Closed);
+                break;
+            }
+            if !authed {
+                if !matches!(r.read(OOM_PATIENCE), Ok(Reply::Simple(_))) {
+                    break;
+                }
+                authed = true;
+            }
+            let Ok(reply) = r.read(OOM_PATIENCE) else {
                 c.closed(Drained::Closed);
                 break;
             };
@@ -482,7 +499,7 @@ fn mset_at_oom(soak: &Soak, c: &Counters) {
                 // Refused: all or nothing means none of its keys exists.
                 let mut exists: Vec<&[u8]> = vec![b"EXISTS"];
                 exists.extend(keys.iter().map(|k| k.as_slice()));
-                if let Ok(Reply::Integer(n)) = r.cmd(&exists, Duration::from_secs(5)) {
+                if let Ok(Reply::Integer(n)) = r.cmd(&exists, OOM_PATIENCE) {
                     if n > 0 {
                         c.partial_writes.fetch_add(1, Ordering::Relaxed);
                     }

@@ -84,6 +84,8 @@ pub struct Soak {
     /// VmRSS at which the soak stops early, bytes.
     pub rss_abort_bytes: u64,
     pub seed: u64,
+    /// The hostile clients to run (`hostile::ATTACKS` names); all when empty.
+    pub only: Vec<String>,
     stop: AtomicBool,
 }
 
@@ -112,8 +114,30 @@ impl Soak {
             flood_connections,
             rss_abort_bytes,
             seed,
+            only: Vec::new(),
             stop: AtomicBool::new(false),
         })
+    }
+
+    /// Runs only the hostile clients named in `names` (for finding which attack does what).
+    pub fn with_only(mut self, names: Vec<String>) -> Result<Soak, String> {
+        for n in &names {
+            if !hostile::ATTACKS.iter().any(|(a, _)| a == n) {
+                let all: Vec<&str> = hostile::ATTACKS.iter().map(|(a, _)| *a).collect();
+                return Err(format!(
+                    "unknown hostile client {n:?} (one of {})",
+                    all.join(", ")
+                ));
+            }
+        }
+        self.only = names;
+        Ok(self)
+    }
+
+    /// Whether hostile client `name` runs in this soak.
+    fn runs(&self, name: &str) -> bool {
+        let asked = self.only.is_empty() || self.only.iter().any(|n| n == name);
+        asked && (name != "udp-4096-gets" || self.target.udp)
     }
 
     /// Whether the clients should stop.
@@ -248,7 +272,7 @@ pub fn run(soak: &Soak) -> Result<SoakReport, String> {
     let aborted: Mutex<Option<String>> = Mutex::new(None);
     let ((ping, get), log) = std::thread::scope(|scope| {
         for ((name, attack), c) in hostile::ATTACKS.iter().zip(&counters) {
-            if *name == "udp-4096-gets" && !soak.target.udp {
+            if !soak.runs(name) {
                 continue;
             }
             std::thread::Builder::new()

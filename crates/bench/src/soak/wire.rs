@@ -59,22 +59,27 @@ impl Resp {
         Ok(c)
     }
 
-    /// The socket, for a client that sends raw bytes after authenticating.
-    pub fn stream(&mut self) -> &mut TcpStream {
-        &mut self.s
+    /// A connection made elsewhere (its replies read from the start).
+    pub fn from_stream(s: TcpStream) -> Resp {
+        Resp {
+            s,
+            buf: Vec::new(),
+            out: Vec::new(),
+        }
     }
 
-    pub fn into_stream(self) -> TcpStream {
-        self.s
-    }
-
-    /// Sends one command and waits up to `patience` for its reply.
-    pub fn cmd(&mut self, args: &[&[u8]], patience: Duration) -> Result<Reply, String> {
+    /// Sends one command without waiting for its reply.
+    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), String> {
         self.out.clear();
         encode_command(args, &mut self.out);
         self.s
             .write_all(&self.out)
-            .map_err(|e| format!("send: {e}"))?;
+            .map_err(|e| format!("send: {e}"))
+    }
+
+    /// Sends one command and waits up to `patience` for its reply.
+    pub fn cmd(&mut self, args: &[&[u8]], patience: Duration) -> Result<Reply, String> {
+        self.send(args)?;
         self.read(patience)
     }
 

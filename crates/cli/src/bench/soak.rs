@@ -46,6 +46,9 @@ pub struct SoakFlags {
     rss_abort_headroom: Option<usize>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run only these hostile clients (comma-separated names as in the report).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -117,7 +120,8 @@ pub fn run(f: SoakFlags) -> Result<(), String> {
         }
     };
     let rss_abort = target.arena_bytes + headroom;
-    let s = Soak::new(target, f.duration, f.flood_connections, rss_abort, f.seed)?;
+    let s = Soak::new(target, f.duration, f.flood_connections, rss_abort, f.seed)?
+        .with_only(f.only)?;
     let report = soak::run(&s)?;
     drop(own);
     if f.json {
