@@ -69,7 +69,7 @@ const FLOOD_HOLD: Duration = Duration::from_secs(2);
 const OOM_MSET_KEYS: usize = 20;
 const OOM_VALUE_BYTES: usize = 64 << 10;
 /// How long the MSET client waits for a reply before it reconnects.
-const OOM_PATIENCE: Duration = Duration::from_secs(30);
+const OOM_PATIENCE: Duration = Duration::from_secs(5);
 /// Pause between two attacks of the light loops (datagrams, MSETs), so that they attack all
 /// the time without taking the machine's cores from the server.
 const PACE: Duration = Duration::from_millis(5);

@@ -121,15 +121,7 @@ impl Soak {
 
     /// Runs only the hostile clients named in `names` (for finding which attack does what).
     pub fn with_only(mut self, names: Vec<String>) -> Result<Soak, String> {
-        for n in &names {
-            if !hostile::ATTACKS.iter().any(|(a, _)| a == n) {
-                let all: Vec<&str> = hostile::ATTACKS.iter().map(|(a, _)| *a).collect();
-                return Err(format!(
-                    "unknown hostile client {n:?} (one of {})",
-                    all.join(", ")
-                ));
-            }
-        }
+        check_hostile_names(&names)?;
         self.only = names;
         Ok(self)
     }
@@ -152,6 +144,20 @@ impl Soak {
     fn rss_limit_bytes(&self) -> u64 {
         self.target.arena_bytes + RSS_HEADROOM_BYTES
     }
+}
+
+/// An error naming the first of `names` that is not a hostile client.
+pub fn check_hostile_names(names: &[String]) -> Result<(), String> {
+    for n in names {
+        if !hostile::ATTACKS.iter().any(|(a, _)| a == n) {
+            let all: Vec<&str> = hostile::ATTACKS.iter().map(|(a, _)| *a).collect();
+            return Err(format!(
+                "unknown hostile client {n:?} (one of {})",
+                all.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The server's VmRSS over the run.

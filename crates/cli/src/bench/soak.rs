@@ -89,6 +89,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(f: SoakFlags) -> Result<(), String> {
+    soak::check_hostile_names(&f.only)?;
     let headroom = f
         .rss_abort_headroom
         .map_or(RSS_ABORT_HEADROOM_DEFAULT_BYTES, |b| b as u64);
@@ -137,5 +138,22 @@ pub fn run(f: SoakFlags) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("soak criteria failed: {}", failed.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("600").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("-3s").is_err());
     }
 }
