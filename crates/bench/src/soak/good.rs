@@ -243,23 +243,60 @@ pub struct WriteCheck {
 
 /// Examples kept in a `WriteCheck`.
 const EXAMPLES_MAX: usize = 5;
+/// The longest the end check takes: a server that stopped answering fails it in this time
+/// instead of holding the soak for a reply timeout per key.
+pub const VERIFY_TIME_MAX: Duration = Duration::from_secs(60);
+/// How long the end check waits for one reply.
+const VERIFY_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Reads back every key and counter of `log`.
-pub fn verify(c: &mut Resp, log: &WriterLog) -> WriteCheck {
+/// The end check's reads: a fresh connection after any failure (a late reply must not be
+/// taken for the next key's), and none at all after `VERIFY_TIME_MAX`.
+struct Reader<'a> {
+    soak: &'a Soak,
+    conn: Option<Resp>,
+    deadline: Instant,
+}
+
+impl Reader<'_> {
+    /// The value of `key` (None: no such key), or Err when it could not be read.
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ()> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(());
+        }
+        if self.conn.is_none() {
+            self.conn = Resp::connect(self.soak.target.addr, &self.soak.target.password).ok();
+        }
+        let c = self.conn.as_mut().ok_or(())?;
+        match c.cmd(&[b"GET", key], left.min(VERIFY_PATIENCE)) {
+            Ok(Reply::Bulk(v)) => Ok(v),
+            Ok(_) => Ok(None),
+            Err(_) => {
+                self.conn = None;
+                Err(())
+            }
+        }
+    }
+}
+
+/// Reads back every key and counter of `log` on connections of its own.
+pub fn verify(soak: &Soak, log: &WriterLog) -> WriteCheck {
     let mut check = WriteCheck {
         acked: log.acked,
         rejected: log.rejected,
         unknown: log.unknown,
         ..WriteCheck::default()
     };
-    let patience = Duration::from_secs(5);
+    let mut r = Reader {
+        soak,
+        conn: None,
+        deadline: Instant::now() + VERIFY_TIME_MAX,
+    };
     for (i, k) in log.keys.iter().enumerate() {
-        let ok = match c.cmd(&[b"GET", &key_name(i)], patience) {
-            Ok(Reply::Bulk(Some(v))) => {
-                v == value_of(k.acked) || k.unknown.iter().any(|&s| v == value_of(s))
-            }
-            Ok(_) => false,
-            Err(_) => {
+        let ok = match r.get(&key_name(i)) {
+            Ok(Some(v)) => v == value_of(k.acked) || k.unknown.iter().any(|&s| v == value_of(s)),
+            Ok(None) => false,
+            Err(()) => {
                 check.read_errors += 1;
                 false
             }
@@ -274,10 +311,9 @@ pub fn verify(c: &mut Resp, log: &WriterLog) -> WriteCheck {
         }
     }
     for (i, k) in log.counters.iter().enumerate() {
-        let got = match c.cmd(&[b"GET", &counter_name(i)], patience) {
-            Ok(Reply::Bulk(Some(v))) => String::from_utf8_lossy(&v).parse::<u64>().ok(),
-            Ok(_) => None,
-            Err(_) => {
+        let got = match r.get(&counter_name(i)) {
+            Ok(v) => v.and_then(|v| String::from_utf8_lossy(&v).parse::<u64>().ok()),
+            Err(()) => {
                 check.read_errors += 1;
                 None
             }
