@@ -61,7 +61,10 @@ fn a_short_soak_runs_every_hostile_client_and_reports_the_criteria() {
     let v: serde_json::Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("one JSON report ({e}):\n{stdout}\n{stderr}"));
     let hostile = v["hostile"].as_array().unwrap();
-    let names: Vec<&str> = hostile.iter().map(|h| h["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = hostile
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, HOSTILE, "{v}");
     for h in hostile {
         assert!(h["attempts"].as_u64().unwrap() >= 1, "did not run: {h}");
@@ -120,5 +123,8 @@ fn bad_settings_are_refused_before_anything_starts() {
     let out = soak(&["--duration", "10 parsecs"]);
     assert!(!out.status.success());
     let out = soak(&["--target", "127.0.0.1:1"]);
-    assert!(!out.status.success(), "--target needs --server-pid and --arena");
+    assert!(
+        !out.status.success(),
+        "--target needs --server-pid and --arena"
+    );
 }

@@ -103,8 +103,12 @@ pub fn latency(soak: &Soak) -> (LatencyStats, LatencyStats) {
                     ok = false;
                 }
             }
-            h.record(if ok { us } else { REPLY_PATIENCE.as_micros() as u64 })
-                .expect("within bounds");
+            h.record(if ok {
+                us
+            } else {
+                REPLY_PATIENCE.as_micros() as u64
+            })
+            .expect("within bounds");
             if !ok {
                 break;
             }

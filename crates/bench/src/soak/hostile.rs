@@ -206,7 +206,7 @@ fn unauth_multibulk(soak: &Soak, c: &Counters) {
         c.attempt();
         round += 1;
         // Every other time, a count past any 32-bit length.
-        let head = if round % 2 == 0 {
+        let head = if round.is_multiple_of(2) {
             "*2147483648\r\n".to_string()
         } else {
             format!("*{HUGE_MULTIBULK_ARGS}\r\n")
@@ -233,7 +233,7 @@ fn auth_dial(soak: &Soak, c: &Counters) -> Option<TcpStream> {
 
 fn mget_big(soak: &Soak, c: &Counters) {
     let mut args: Vec<&[u8]> = vec![b"MGET"];
-    args.extend(std::iter::repeat(BIG_KEY).take(MGET_KEYS));
+    args.extend(std::iter::repeat_n(BIG_KEY, MGET_KEYS));
     let mut req = Vec::new();
     directkv_proto::resp::encode_command(&args, &mut req);
     while !soak.stopped() {
@@ -368,9 +368,7 @@ fn http_post(soak: &Soak, c: &Counters) {
         let Some(mut s) = dial(soak, c) else { continue };
         c.attempt();
         if send_all(soak, c, &mut s, req.as_bytes()) {
-            let (_, how) = wire::drain(&mut s, 1 << 20, Duration::from_secs(1), &|| {
-                soak.stopped()
-            });
+            let (_, how) = wire::drain(&mut s, 1 << 20, Duration::from_secs(1), &|| soak.stopped());
             c.closed(how);
         }
         std::thread::sleep(PACE);

@@ -508,7 +508,8 @@ pub fn table(r: &SoakReport) -> String {
         s,
         "cross-protocol write (pwned-by-http) stored: {}",
         r.http_write_stored
-            .map_or("unknown".to_string(), |b| if b { "YES" } else { "no" }.to_string())
+            .map_or("unknown".to_string(), |b| if b { "YES" } else { "no" }
+                .to_string())
     );
     let _ = writeln!(s, "criteria:");
     for c in &r.criteria {

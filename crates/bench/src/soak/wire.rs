@@ -179,7 +179,10 @@ mod tests {
         let mut c = connect(addr).unwrap();
         let never = || false;
         let (got, how) = drain(&mut c, 100_000, Duration::from_secs(10), &never);
-        assert!((100_000..300_000).contains(&got) && how == Drained::Open, "{got}");
+        assert!(
+            (100_000..300_000).contains(&got) && how == Drained::Open,
+            "{got}"
+        );
         t.join().unwrap();
         let (rest, how) = drain(&mut c, usize::MAX, Duration::from_secs(10), &never);
         assert_eq!((got + rest, how), (300_000, Drained::Closed));

@@ -11,7 +11,6 @@ use directkv_bench::soak::{self, Soak, SoakTarget, RSS_ABORT_HEADROOM_DEFAULT_BY
 
 use crate::flags::parse_bytes;
 
-
 #[derive(Args)]
 pub struct SoakFlags {
     /// How long the attacks run: seconds, or with a unit (500ms, 90s, 10m, 1h).
@@ -121,15 +120,12 @@ pub fn run(f: SoakFlags) -> Result<(), String> {
         }
     };
     let rss_abort = target.arena_bytes + headroom;
-    let s = Soak::new(target, f.duration, f.flood_connections, rss_abort, f.seed)?
-        .with_only(f.only)?;
+    let s =
+        Soak::new(target, f.duration, f.flood_connections, rss_abort, f.seed)?.with_only(f.only)?;
     let report = soak::run(&s)?;
     drop(own);
     if f.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("serializable")
-        );
+        println!("{}", serde_json::to_string(&report).expect("serializable"));
     } else {
         print!("{}", soak::table(&report));
     }
