@@ -54,15 +54,20 @@ fn summary(h: &Histogram<u64>, errors: u64) -> LatencyStats {
     }
 }
 
-/// A connection for a well-behaved client, retried until the soak stops.
-fn connect(soak: &Soak) -> Option<Resp> {
-    while !soak.stopped() {
-        if let Ok(c) = Resp::connect(soak.target.addr, &soak.target.password) {
-            return Some(c);
+/// A connection for a well-behaved client, retried until the soak stops; `failed` is called
+/// for each attempt the server did not complete (refused, or AUTH not answered), even when
+/// the soak stopped meanwhile, so that a client the server never served is counted.
+fn connect(soak: &Soak, failed: &mut dyn FnMut()) -> Option<Resp> {
+    loop {
+        match Resp::connect(soak.target.addr, &soak.target.password) {
+            Ok(c) => return Some(c),
+            Err(_) => failed(),
+        }
+        if soak.stopped() {
+            return None;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    None
 }
 
 /// Waits for the next tick of a client paced at `REQUEST_INTERVAL`.
@@ -81,12 +86,21 @@ fn pace(next: &mut Instant) {
 pub fn latency(soak: &Soak) -> (LatencyStats, LatencyStats) {
     let (mut ping, mut get) = (new_histogram(), new_histogram());
     let (mut ping_errors, mut get_errors) = (0, 0);
-    let mut conn = connect(soak);
+    let patience_us = REPLY_PATIENCE.as_micros() as u64;
+    // A connection the server does not complete is a PING and a GET that got no answer.
+    let refused =
+        |ping: &mut Histogram<u64>, get: &mut Histogram<u64>, pe: &mut u64, ge: &mut u64| {
+            ping.record(patience_us).expect("within bounds");
+            get.record(patience_us).expect("within bounds");
+            *pe += 1;
+            *ge += 1;
+        };
+    let mut conn = connect(soak, &mut || {
+        refused(&mut ping, &mut get, &mut ping_errors, &mut get_errors)
+    });
     let mut next = Instant::now();
+    // At least one PING and GET, even if the soak stopped while the client connected.
     while let Some(c) = conn.as_mut() {
-        if soak.stopped() {
-            break;
-        }
         let mut ok = true;
         for (args, h, errors) in [
             (&[&b"PING"[..]][..], &mut ping, &mut ping_errors),
@@ -113,8 +127,13 @@ pub fn latency(soak: &Soak) -> (LatencyStats, LatencyStats) {
                 break;
             }
         }
+        if soak.stopped() {
+            break;
+        }
         if !ok {
-            conn = connect(soak);
+            conn = connect(soak, &mut || {
+                refused(&mut ping, &mut get, &mut ping_errors, &mut get_errors)
+            });
         }
         pace(&mut next);
     }
@@ -182,7 +201,7 @@ pub fn writer(soak: &Soak) -> WriterLog {
         counters: vec![KeyLog::default(); WRITER_COUNTERS],
         ..WriterLog::default()
     };
-    let mut conn = connect(soak);
+    let mut conn = connect(soak, &mut || {});
     let mut next = Instant::now();
     let mut seq = 0u64;
     while let Some(c) = conn.as_mut() {
@@ -217,7 +236,7 @@ pub fn writer(soak: &Soak) -> WriterLog {
             Err(_) => {
                 entry.unknown.push(seq);
                 log.unknown += 1;
-                conn = connect(soak);
+                conn = connect(soak, &mut || {});
             }
         }
         pace(&mut next);
