@@ -321,6 +321,18 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     }
 }
 
+/// INFO's text as Redis 7 sends it: in RESP3 a verbatim string of format `txt`
+/// (`=len\r\ntxt:text\r\n`, found by the differential test), in RESP2 a bulk string.
+fn info_reply(out: &mut Vec<u8>, v: Version, text: &str) {
+    if v == Version::Resp3 {
+        out.extend_from_slice(format!("={}\r\ntxt:", text.len() + 4).as_bytes());
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    } else {
+        RespWriter::new(out, v).bulk(text.as_bytes());
+    }
+}
+
 /// Runs a barrier command; appends its reply to `out`.
 pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>) {
     let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
@@ -338,7 +350,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
         }
         "info" => {
             let text = crate::resp::info::info(ctx, &a[1..]).await;
-            RespWriter::new(out, v).bulk(text.as_bytes());
+            info_reply(out, v, &text);
         }
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
     }
