@@ -217,6 +217,10 @@ fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     match sub.as_deref() {
+        // Redis' arities of COMMAND COUNT and COMMAND HELP: no argument.
+        Some(name @ ("count" | "help")) if a.len() != 2 => {
+            return arity(p, v, format!("command|{name}").as_bytes());
+        }
         None | Some("info") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
         Some("list") => p.immediate(|o| {
             let mut w = RespWriter::new(o, v);
@@ -285,24 +289,33 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     ];
     match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
         "get" if a.len() >= 3 => {
-            let mut hits: Vec<(&str, &str)> = Vec::new();
-            for pat in &a[2..] {
-                let pat = String::from_utf8_lossy(pat).to_ascii_lowercase();
+            // An exact name is answered as it was asked (Redis 7 echoes its case), `*` with
+            // every name.
+            let mut hits: Vec<(&[u8], &str, &str)> = Vec::new();
+            for &pat in &a[2..] {
+                let lower = String::from_utf8_lossy(pat).to_ascii_lowercase();
                 for (k, val) in KNOWN {
-                    if (pat == "*" || pat == k) && !hits.iter().any(|h| h.0 == k) {
-                        hits.push((k, val));
+                    if (lower == "*" || lower == k) && !hits.iter().any(|h| h.1 == k) {
+                        let shown = if lower == "*" { k.as_bytes() } else { pat };
+                        hits.push((shown, k, val));
                     }
                 }
             }
             p.immediate(|o| {
                 let mut w = RespWriter::new(o, v);
                 w.map_len(hits.len());
-                for (k, val) in hits {
-                    w.bulk(k.as_bytes());
+                for (shown, _, val) in hits {
+                    w.bulk(shown);
                     w.bulk(val.as_bytes());
                 }
             });
             Planned::Queued
+        }
+        // Redis' arities: CONFIG GET takes a pattern, RESETSTAT and HELP nothing.
+        "get" => arity(p, v, b"config|get"),
+        "resetstat" | "help" if a.len() != 2 => {
+            let name = format!("config|{}", String::from_utf8_lossy(a[1]).to_ascii_lowercase());
+            arity(p, v, name.as_bytes())
         }
         "set" => error(
             p,
@@ -310,7 +323,7 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
             "ERR CONFIG SET is not supported by directkv; use the configuration file",
         ),
         "resetstat" => ok_text(p, v, "OK"),
-        "help" if a.len() == 2 => {
+        "help" => {
             super::help_lines(p, v, CONFIG_HELP);
             Planned::Queued
         }
