@@ -120,6 +120,8 @@ fn server_commands_match_redis_in_both_protocols() {
                 p.same(args);
             }
         }
+        // Redis quotes a bad HELLO option byte for byte, up to a NUL, CR and LF as spaces.
+        p.same_bin(&[b"HELLO", b"3", b"w\xf0\xa5G\x86\r\nx\x00y"]);
         // Normalisation 4: directkv has one database.
         p.same_after(&["CONFIG", "GET", "databases"], config_value);
         // Normalisation 5.
