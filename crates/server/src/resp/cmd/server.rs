@@ -177,13 +177,18 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
                 i += 2;
             }
             _ => {
-                // Redis prints the option as a C string: it ends at a NUL byte.
+                // Redis prints the option as a C string (it ends at a NUL byte), byte for byte,
+                // with CR and LF as spaces so the line stays one line.
                 let opt = a[i].split(|&b| b == 0).next().unwrap_or_default();
-                let msg = format!(
-                    "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(opt)
-                );
-                return error(p, s.version, &msg);
+                p.immediate(|o| {
+                    o.extend_from_slice(b"-ERR Syntax error in HELLO option '");
+                    o.extend(opt.iter().map(|&b| match b {
+                        b'\r' | b'\n' => b' ',
+                        b => b,
+                    }));
+                    o.extend_from_slice(b"'\r\n");
+                });
+                return Planned::Queued;
             }
         }
     }
