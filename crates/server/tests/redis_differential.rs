@@ -372,7 +372,10 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
         }
         102 => (
             *rng.pick(&["CLIENT", "CONFIG", "COMMAND"]),
-            vec![rng.pick(&["BOGUS", "nosuch", "Get_Name"]).as_bytes().to_vec()],
+            vec![rng
+                .pick(&["BOGUS", "nosuch", "Get_Name"])
+                .as_bytes()
+                .to_vec()],
         ),
         103 => {
             let param = *rng.pick(&["save", "appendonly", "maxmemory-policy", "no-such-param"]);
@@ -395,7 +398,8 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
     // replaces bytes that are not UTF-8 (`unknown_command_errors_quote_raw_bytes`, ignored).
     if rng_unknown(name) {
         for a in &mut args {
-            a.iter_mut().for_each(|b| *b = if b.is_ascii_graphic() { *b } else { b'?' });
+            a.iter_mut()
+                .for_each(|b| *b = if b.is_ascii_graphic() { *b } else { b'?' });
         }
     }
     let mut c = vec![mixed_case(rng, name)];
@@ -685,7 +689,11 @@ fn run_round(redis: &ServerProcess, seed: u64, shards: usize, resp3: bool) -> (V
     if resp3 {
         let d = round.directkv.call(&[b"HELLO", b"3"]);
         let r = round.redis.call(&[b"HELLO", b"3"]);
-        assert!(d.starts_with(b"%7\r\n"), "HELLO 3 is a map: {}", show(&d, 80));
+        assert!(
+            d.starts_with(b"%7\r\n"),
+            "HELLO 3 is a map: {}",
+            show(&d, 80)
+        );
         assert_eq!(differential::hello(&d), differential::hello(&r));
     }
     let mut rng = Rng(seed);

@@ -51,8 +51,15 @@ struct Done {
 }
 
 fn integer(frame: &[u8]) -> i64 {
-    assert!(frame.starts_with(b":"), "an integer reply: {}", show(frame, 100));
-    std::str::from_utf8(&frame[1..frame.len() - 2]).unwrap().parse().unwrap()
+    assert!(
+        frame.starts_with(b":"),
+        "an integer reply: {}",
+        show(frame, 100)
+    );
+    std::str::from_utf8(&frame[1..frame.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// One client's run: `PIPELINES` pipelines of `DEPTH` random updates.
@@ -80,12 +87,20 @@ fn client(addr: SocketAddr, seed: u64) -> Done {
                     // Halves are exact in binary floating point, so the sum is exact too.
                     let halves = rng.below(21) as i64 - 10;
                     let d = halves as f64 / 2.0;
-                    (format!("float:{j}"), vec!["INCRBYFLOAT".into(), d.to_string()], halves)
+                    (
+                        format!("float:{j}"),
+                        vec!["INCRBYFLOAT".into(), d.to_string()],
+                        halves,
+                    )
                 }
                 _ => {
                     let n = 1 + rng.below(20) as usize;
                     let piece = tag.repeat(n / tag.len() + 1)[..n].to_string();
-                    (format!("append:{j}"), vec!["APPEND".into(), piece], n as i64)
+                    (
+                        format!("append:{j}"),
+                        vec!["APPEND".into(), piece],
+                        n as i64,
+                    )
                 }
             };
             let mut cmd: Vec<&[u8]> = vec![args[0].as_bytes(), key.as_bytes()];
@@ -114,7 +129,10 @@ fn run(addr: SocketAddr, seed: u64) -> Result<(), String> {
         let handles: Vec<_> = (0..CLIENTS as u64)
             .map(|i| s.spawn(move || client(addr, seed.wrapping_mul(31).wrapping_add(i))))
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
     });
     let mut want: HashMap<String, i64> = HashMap::new();
     let mut incr_replies: Vec<i64> = Vec::new();
@@ -135,11 +153,18 @@ fn run(addr: SocketAddr, seed: u64) -> Result<(), String> {
             let sum = total as f64 / 2.0;
             ("GET", format!("${}\r\n{sum}\r\n", sum.to_string().len()))
         } else {
-            ("GET", format!("${}\r\n{total}\r\n", total.to_string().len()))
+            (
+                "GET",
+                format!("${}\r\n{total}\r\n", total.to_string().len()),
+            )
         };
         let got = c.cmd(&[cmd, key]);
         if got != expect.as_bytes() {
-            wrong.push(format!("{cmd} {key}: {} instead of {}", show(&got, 80), show(expect.as_bytes(), 80)));
+            wrong.push(format!(
+                "{cmd} {key}: {} instead of {}",
+                show(&got, 80),
+                show(expect.as_bytes(), 80)
+            ));
         }
     }
     incr_replies.sort_unstable();
@@ -152,7 +177,10 @@ fn run(addr: SocketAddr, seed: u64) -> Result<(), String> {
         let v = c.cmd(&["GET", &format!("append:{j}")]);
         if v.starts_with(b"$") && !v.starts_with(b"$-1") {
             let body = &differential_body(&v);
-            if body.iter().any(|&b| !(b.is_ascii_hexdigit() || b == b'<' || b == b'>')) {
+            if body
+                .iter()
+                .any(|&b| !(b.is_ascii_hexdigit() || b == b'<' || b == b'>'))
+            {
                 wrong.push(format!("append:{j} holds bytes no client sent"));
             }
         }
@@ -191,5 +219,8 @@ fn concurrent_counters_on_several_shards_are_exact() {
     if let Err(e) = result {
         panic!("seed {seed}: directkv with {SHARDS} shards:\n{e}");
     }
-    assert!(forwarded > 0, "no batch crossed shards: the clients did not spread");
+    assert!(
+        forwarded > 0,
+        "no batch crossed shards: the clients did not spread"
+    );
 }

@@ -39,7 +39,11 @@ fn redis(requirepass: Option<&str>) -> Option<ServerProcess> {
 
 /// Redis' commands that directkv does not have, read-only so both stores stay equal
 /// (normalisation 6).
-const REDIS_ONLY: &[&[&str]] = &[&["TTL", "k1"], &["TYPE", "k1"], &["GETRANGE", "k1", "0", "1"]];
+const REDIS_ONLY: &[&[&str]] = &[
+    &["TTL", "k1"],
+    &["TYPE", "k1"],
+    &["GETRANGE", "k1", "0", "1"],
+];
 
 #[test]
 fn server_commands_match_redis_in_both_protocols() {
@@ -48,7 +52,11 @@ fn server_commands_match_redis_in_both_protocols() {
     };
     let server = directkv(None);
     for resp3 in [false, true] {
-        let mut p = Pair::connect(server.addr(), redis.addr, if resp3 { "RESP3" } else { "RESP2" });
+        let mut p = Pair::connect(
+            server.addr(),
+            redis.addr,
+            if resp3 { "RESP3" } else { "RESP2" },
+        );
         if resp3 {
             p.same_after(&["HELLO", "3"], hello);
         }
@@ -126,13 +134,23 @@ fn server_commands_match_redis_in_both_protocols() {
         p.same_after(&["CONFIG", "GET", "databases"], config_value);
         // Normalisation 5.
         let (d, r) = p.both(&[b"SELECT", b"1"]);
-        assert_eq!((&d[..], &r[..]), (&b"-ERR DB index is out of range\r\n"[..], &b"+OK\r\n"[..]));
+        assert_eq!(
+            (&d[..], &r[..]),
+            (&b"-ERR DB index is out of range\r\n"[..], &b"+OK\r\n"[..])
+        );
         p.same(&["SELECT", "0"]);
         // Normalisation 3.
         p.same_after(&["COMMAND", "COUNT"], command_count);
-        let (count, list) = (p.d.cmd(&["COMMAND", "COUNT"]), p.d.cmd(&["COMMAND", "LIST"]));
+        let (count, list) = (
+            p.d.cmd(&["COMMAND", "COUNT"]),
+            p.d.cmd(&["COMMAND", "LIST"]),
+        );
         let listed = differential::tokens(&list)[0].clone();
-        assert_eq!(count[1..count.len() - 2], listed[1..], "COMMAND COUNT is COMMAND LIST's length");
+        assert_eq!(
+            count[1..count.len() - 2],
+            listed[1..],
+            "COMMAND COUNT is COMMAND LIST's length"
+        );
         // Normalisation 6.
         for args in REDIS_ONLY {
             let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
@@ -140,12 +158,21 @@ fn server_commands_match_redis_in_both_protocols() {
             let want = format!(
                 "-ERR unknown command '{}', with args beginning with: {}\r\n",
                 args[0],
-                args[1..].iter().map(|a| format!("'{a}' ")).collect::<String>()
+                args[1..]
+                    .iter()
+                    .map(|a| format!("'{a}' "))
+                    .collect::<String>()
             );
             assert_eq!(show(&d, 200), show(want.as_bytes(), 200));
         }
         // Normalisation 2: INFO's type, sections and the fields Redis tools read.
-        for section in [None, Some("stats"), Some("server"), Some("keyspace"), Some("nosuch")] {
+        for section in [
+            None,
+            Some("stats"),
+            Some("server"),
+            Some("keyspace"),
+            Some("nosuch"),
+        ] {
             let mut args = vec![&b"INFO"[..]];
             args.extend(section.map(str::as_bytes));
             let (d, r) = p.both(&args);
@@ -154,7 +181,14 @@ fn server_commands_match_redis_in_both_protocols() {
             let (rs, _) = info_fields(&rt);
             match section {
                 None => {
-                    for s in ["Server", "Clients", "Memory", "Stats", "Replication", "Keyspace"] {
+                    for s in [
+                        "Server",
+                        "Clients",
+                        "Memory",
+                        "Stats",
+                        "Replication",
+                        "Keyspace",
+                    ] {
                         assert!(ds.iter().any(|x| x == s), "directkv INFO lacks # {s}");
                         assert!(rs.iter().any(|x| x == s), "redis INFO lacks # {s}");
                     }
@@ -214,7 +248,11 @@ fn keyspace_hits_and_misses_count_as_in_redis() {
     p.same(&["SET", "a", "1"]);
     p.same(&["GET", "a"]);
     p.same(&["GET", "missing"]);
-    assert_eq!(counters(&mut p), ((1, 1), (1, 1)), "GET of a present and an absent key");
+    assert_eq!(
+        counters(&mut p),
+        ((1, 1), (1, 1)),
+        "GET of a present and an absent key"
+    );
     let script: &[&[&str]] = &[
         &["MGET", "a", "b", "a", "c"],
         &["SET", "b", "2"],
@@ -244,7 +282,9 @@ fn keyspace_hits_and_misses_count_as_in_redis() {
         p.same(cmd);
         let (d, r) = counters(&mut p);
         if d != r {
-            p.differences.push(format!("(hits, misses) after {cmd:?}: directkv {d:?}, redis {r:?}"));
+            p.differences.push(format!(
+                "(hits, misses) after {cmd:?}: directkv {d:?}, redis {r:?}"
+            ));
         }
     }
     p.assert_none();
@@ -302,7 +342,11 @@ fn auth_flows_match_redis() {
     // and QUIT, unknown ones included; Redis first looks the command up and checks its arity.
     let mut c = RawClient::connect(server.addr());
     for args in [&["NOSUCH", "x"][..], &["GET"]] {
-        assert_eq!(c.cmd(args), b"-NOAUTH Authentication required.\r\n", "{args:?}");
+        assert_eq!(
+            c.cmd(args),
+            b"-NOAUTH Authentication required.\r\n",
+            "{args:?}"
+        );
     }
     for (i, flow) in flows.iter().enumerate() {
         let mut p = Pair::connect(server.addr(), redis.addr, &format!("auth flow {i}"));
@@ -315,7 +359,11 @@ fn auth_flows_match_redis() {
         }
         differences.extend(p.differences);
     }
-    assert!(differences.is_empty(), "directkv and redis-server differ:\n{}", differences.join("\n"));
+    assert!(
+        differences.is_empty(),
+        "directkv and redis-server differ:\n{}",
+        differences.join("\n")
+    );
     server.stop();
 }
 
@@ -342,7 +390,12 @@ fn malformed_input_matches_redis() {
             replies.push(f);
         }
         let last = replies.last().map(Vec::as_slice);
-        assert_eq!(last, Some(&b"-ERR Protocol error: invalid bulk length\r\n"[..]), "{}", show(case, 80));
+        assert_eq!(
+            last,
+            Some(&b"-ERR Protocol error: invalid bulk length\r\n"[..]),
+            "{}",
+            show(case, 80)
+        );
     }
     let cases: &[&[u8]] = &[
         b"*x\r\n",
@@ -393,10 +446,16 @@ fn malformed_input_matches_redis() {
             }
         }
         if d_replies != r_replies {
-            differences.push(format!("{label}\n    directkv: {d_replies:?}\n    redis:    {r_replies:?}"));
+            differences.push(format!(
+                "{label}\n    directkv: {d_replies:?}\n    redis:    {r_replies:?}"
+            ));
         }
     }
-    assert!(differences.is_empty(), "directkv and redis-server differ:\n{}", differences.join("\n"));
+    assert!(
+        differences.is_empty(),
+        "directkv and redis-server differ:\n{}",
+        differences.join("\n")
+    );
     server.stop();
 }
 

@@ -305,7 +305,11 @@ fn string_op(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Applied 
             sum.to_string()
         }
     };
-    Ok((Status::Ok, new.clone().into_bytes(), Eff::Set(new.into_bytes())))
+    Ok((
+        Status::Ok,
+        new.clone().into_bytes(),
+        Eff::Set(new.into_bytes()),
+    ))
 }
 
 /// A decimal i64 as Redis' string2ll reads it: optional '-', digits without a leading zero

@@ -236,14 +236,26 @@ mod tests {
             with_next.extend_from_slice(b"+NEXT\r\n");
             assert_eq!(frame_len(&with_next), Ok(Some(c.len())), "{}", show(c, 80));
             for cut in 0..c.len() {
-                assert_eq!(frame_len(&c[..cut]), Ok(None), "{} cut at {cut}", show(c, 80));
+                assert_eq!(
+                    frame_len(&c[..cut]),
+                    Ok(None),
+                    "{} cut at {cut}",
+                    show(c, 80)
+                );
             }
         }
     }
 
     #[test]
     fn refuses_what_is_not_resp() {
-        for bad in [&b"x\r\n"[..], b"$-2\r\n", b"*-3\r\n", b"%-1\r\n", b"$1\r\nab\r\n", b"\r\n"] {
+        for bad in [
+            &b"x\r\n"[..],
+            b"$-2\r\n",
+            b"*-3\r\n",
+            b"%-1\r\n",
+            b"$1\r\nab\r\n",
+            b"\r\n",
+        ] {
             assert!(frame_len(bad).is_err(), "{}", show(bad, 80));
         }
     }

@@ -166,12 +166,20 @@ pub fn info_text(frame: &[u8], resp3: bool) -> String {
     assert_eq!(t.len(), 2, "INFO is one string: {}", show(frame, 200));
     let text = String::from_utf8(t[1].clone()).expect("INFO is text");
     if resp3 {
-        assert!(t[0].starts_with(b"="), "RESP3 INFO is a verbatim string: {}", show(frame, 80));
+        assert!(
+            t[0].starts_with(b"="),
+            "RESP3 INFO is a verbatim string: {}",
+            show(frame, 80)
+        );
         text.strip_prefix("txt:")
             .expect("INFO's verbatim string has format txt")
             .to_string()
     } else {
-        assert!(t[0].starts_with(b"$"), "RESP2 INFO is a bulk string: {}", show(frame, 80));
+        assert!(
+            t[0].starts_with(b"$"),
+            "RESP2 INFO is a bulk string: {}",
+            show(frame, 80)
+        );
         text
     }
 }
@@ -184,7 +192,9 @@ pub fn info_fields(text: &str) -> (Vec<String>, Vec<(String, String)>) {
         if let Some(s) = line.strip_prefix("# ") {
             sections.push(s.to_string());
         } else {
-            let (k, v) = line.split_once(':').unwrap_or_else(|| panic!("INFO line {line:?}"));
+            let (k, v) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("INFO line {line:?}"));
             fields.push((k.to_string(), v.to_string()));
         }
     }
@@ -198,12 +208,17 @@ pub fn info_u64(frame: &[u8], resp3: bool, name: &str) -> u64 {
         .iter()
         .find(|(k, _)| k == name)
         .unwrap_or_else(|| panic!("INFO has no {name}"));
-    v.1.parse().unwrap_or_else(|_| panic!("INFO {name}:{} is not a number", v.1))
+    v.1.parse()
+        .unwrap_or_else(|_| panic!("INFO {name}:{} is not a number", v.1))
 }
 
 /// Normalisation 3: an integer reply's value replaced.
 pub fn command_count(frame: &[u8]) -> Vec<u8> {
-    assert!(frame.starts_with(b":"), "COMMAND COUNT is an integer: {}", show(frame, 80));
+    assert!(
+        frame.starts_with(b":"),
+        "COMMAND COUNT is an integer: {}",
+        show(frame, 80)
+    );
     b":<count>\r\n".to_vec()
 }
 

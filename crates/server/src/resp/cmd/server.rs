@@ -319,7 +319,10 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         // Redis' arities: CONFIG GET takes a pattern, RESETSTAT and HELP nothing.
         "get" => arity(p, v, b"config|get"),
         "resetstat" | "help" if a.len() != 2 => {
-            let name = format!("config|{}", String::from_utf8_lossy(a[1]).to_ascii_lowercase());
+            let name = format!(
+                "config|{}",
+                String::from_utf8_lossy(a[1]).to_ascii_lowercase()
+            );
             arity(p, v, name.as_bytes())
         }
         "set" => error(
