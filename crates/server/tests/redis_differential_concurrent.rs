@@ -22,7 +22,7 @@ const PIPELINES: usize = 300;
 const DEPTH: usize = 16;
 /// Shared keys of each kind; with four shards they land on several.
 const KEYS_PER_KIND: usize = 6;
-const SEED: u64 = 0x5eed_19_20;
+const SEED: u64 = 0x5eed_1920;
 
 /// splitmix64.
 struct Rng(u64);
