@@ -51,6 +51,11 @@ pub(crate) struct ServerStats {
     pub(crate) ocsm: OcsmStats,
     /// The last sample of INFO's `instantaneous_ops_per_sec` (not a counter: no row).
     pub(crate) ops_sample: std::sync::Mutex<OpsSample>,
+    /// Keys a RESP read command found (GET, MGET, EXISTS, STRLEN, GETSET, GETDEL, SET ... GET),
+    /// as Redis counts `keyspace_hits`; added once per rendered batch (`resp/reply.rs`).
+    pub(crate) keyspace_hits: AtomicU64,
+    /// Keys those commands did not find (`keyspace_misses`).
+    pub(crate) keyspace_misses: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -342,6 +347,22 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Times a shard stopped busy polling after busy_poll_us without a request.",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "keyspace_hits",
+        "directkv_keyspace_hits_total",
+        Kind::Counter,
+        "Keys found by RESP read commands (GET, MGET, EXISTS, STRLEN, GETSET, GETDEL, SET ... GET), as Redis counts them.",
+        |s| s.keyspace_hits.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "keyspace_misses",
+        "directkv_keyspace_misses_total",
+        Kind::Counter,
+        "Keys not found by RESP read commands, as Redis counts them.",
+        |s| s.keyspace_misses.load(Ordering::Relaxed),
     ),
 ];
 

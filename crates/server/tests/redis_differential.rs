@@ -1,16 +1,24 @@
 //! Differential test: random command sequences sent to directkv and to a real redis-server, the
-//! replies compared by type and content, error replies by their whole text (directkv copies
-//! Redis' texts).
+//! replies compared as raw bytes, one reply frame at a time (`directkv_testkit::raw`, which
+//! does not interpret types: a map is not an array, `_` is not `$-1`), error replies by their
+//! whole text (directkv copies Redis' texts).
 //!
 //! Commands: the ones both implement — GET SET [NX|XX|GET] GETSET GETDEL DEL UNLINK EXISTS MGET
 //! MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN APPEND PING ECHO DBSIZE FLUSHALL FLUSHDB
-//! SELECT AUTH HELLO CLIENT GETNAME|SETNAME — over a dozen keys so that commands collide, with
-//! values at the parsers' edges ("", the i64 limits and one past them, floats, text, binary
-//! bytes, long values up to 165 kB), wrong arities and bad options. Commands go in pipelines of
-//! random length (a few hundred now and then), so directkv plans several in one batch, some as
-//! inline commands with quoted and escaped arguments, over RESP2 and RESP3, on one and on
-//! several shards. HELLO replies name the server, so successful ones are compared by protocol
-//! only. Seeds are fixed; `DKV_DIFF_SEED=n` (and `DKV_DIFF_COMMANDS=n`) runs another round.
+//! SELECT AUTH HELLO CLIENT GETNAME|SETNAME CONFIG GET, COMMAND COUNT — and commands and
+//! subcommands neither has, over 1000 keys of which a few are hot so that commands collide,
+//! with values at the parsers' edges ("", the i64 limits and one past them, floats, text,
+//! binary bytes, long values up to 165 kB), wrong arities and bad options. Commands go in
+//! pipelines of random length (a few hundred now and then), so directkv plans several in one
+//! batch, some as inline commands with quoted and escaped arguments, over RESP2 and RESP3, on
+//! one and on several shards. Seeds are fixed and printed with every difference;
+//! `DKV_DIFF_SEED=n` (and `DKV_DIFF_COMMANDS=n`) runs another round.
+//!
+//! Normalised (the list is in `differential/mod.rs`): successful HELLO replies (server name,
+//! version and id), COMMAND COUNT (directkv's own count), and INCRBYFLOAT sums (below). The
+//! fixed scripts of `redis_differential_scripted.rs` cover INFO, CONFIG, SELECT 1, the
+//! authentication flows and malformed input; `redis_differential_concurrent.rs` concurrent
+//! clients on several shards.
 //!
 //! Deliberate differences, never generated:
 //! - SET's expiry options (EX PX EXAT PXAT KEEPTTL): directkv has no expiry and refuses them
@@ -29,14 +37,16 @@
 //! which strtold reads and Rust does not, are not generated.
 
 mod common;
+mod differential;
 
 use std::io::Write;
 use std::time::Instant;
 
-use common::{start, Client};
-use directkv_proto::resp::{encode_command, Reply};
+use common::start;
+use directkv_proto::resp::{encode_command, parse_reply, Reply};
 use directkv_sys::process::ServerProcess;
-use directkv_testkit::peer::require_program;
+use directkv_testkit::peer::start_redis;
+use directkv_testkit::raw::{show, RawClient};
 
 /// Commands per round, and the rounds: (seed, directkv shards, RESP3).
 const COMMANDS_PER_ROUND: usize = 12_000;
@@ -44,35 +54,17 @@ const COMMANDS_PER_ROUND: usize = 12_000;
 fn commands_per_round() -> usize {
     std::env::var("DKV_DIFF_COMMANDS").map_or(COMMANDS_PER_ROUND, |n| n.parse().expect("a count"))
 }
-const ROUNDS: [(u64, usize, bool); 3] = [(1, 3, false), (2, 1, true), (3, 4, false)];
+const ROUNDS: [(u64, usize, bool); 4] = [(1, 3, false), (2, 4, true), (3, 1, true), (4, 2, false)];
+/// Keys in all, and how many of them are hot (addressed by `HOT_PERCENT` of the commands).
+const KEYS: usize = 1000;
+const HOT_KEYS: usize = 12;
+const HOT_PERCENT: usize = 70;
 /// Longest pipeline sent before reading the replies.
 const PIPELINE_MAX: usize = 24;
 /// Longest of the occasional long pipelines, past 100 commands.
 const PIPELINE_LONG_MAX: usize = 900;
 /// Differences listed before the test gives up.
 const DIFFERENCES_MAX: usize = 25;
-
-// ---- redis-server ------------------------------------------------------------------------
-
-/// Starts of redis-server tried: the port can be taken between the probe listener handing it
-/// out and redis' bind, and redis then exits.
-const REDIS_START_TRIES: usize = 5;
-
-/// Starts redis-server on a free loopback port (the workspace's one child-process helper,
-/// `directkv_sys::process`, which stops it by PID when dropped), or `None` when it is not
-/// installed, by the test kit's rule for peers: skipped loudly on a bare `cargo test`, a
-/// failure under scripts/test.sh (`DIRECTKV_REQUIRE_PEERS`) and CI.
-fn start_redis() -> Option<ServerProcess> {
-    require_program("redis-server", "redis-server")?;
-    let mut last_error = String::new();
-    for _ in 0..REDIS_START_TRIES {
-        match ServerProcess::redis(None) {
-            Ok(redis) => return Some(redis),
-            Err(e) => last_error = e,
-        }
-    }
-    panic!("redis-server did not start: {last_error}");
-}
 
 // ---- random commands ---------------------------------------------------------------------
 
@@ -173,12 +165,16 @@ const TEXTS: &[&str] = &[
     "$-1",
 ];
 
+/// `KEYS` keys: the first `HOT_KEYS` (short names, a binary one and one of `key_len_max`
+/// bytes) are hot, the rest spread over every shard.
 fn keys() -> Vec<Vec<u8>> {
-    let mut k: Vec<Vec<u8>> = (0..6).map(|i| format!("k{i}").into_bytes()).collect();
+    let mut k: Vec<Vec<u8>> = (0..8).map(|i| format!("k{i}").into_bytes()).collect();
     k.push(b"K0".to_vec());
     k.push(b"counter".to_vec());
     k.push(b"bin\x00\xff\r\n".to_vec());
     k.push(vec![b'L'; 250]);
+    assert_eq!(k.len(), HOT_KEYS);
+    k.extend((k.len()..KEYS).map(|i| format!("key:{i}").into_bytes()));
     k
 }
 
@@ -260,8 +256,14 @@ fn mixed_case(rng: &mut Rng, s: &str) -> Vec<u8> {
 }
 
 fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let key = |rng: &mut Rng| rng.pick(keys).clone();
-    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(101) {
+    let key = |rng: &mut Rng| {
+        if rng.percent(HOT_PERCENT) {
+            keys[rng.below(HOT_KEYS)].clone()
+        } else {
+            rng.pick(keys).clone()
+        }
+    };
+    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(107) {
         0..=9 => ("GET", vec![key(rng)]),
         10..=21 => {
             let mut a = vec![key(rng), value(rng)];
@@ -362,6 +364,26 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
             }
             ("HELLO", a)
         }
+        // Commands neither server has, and unknown subcommands.
+        101 => {
+            let n = rng.below(4);
+            let name = *rng.pick(&["NOSUCH", "dkv.nosuch", "GETT", "X"]);
+            (name, (0..n).map(|_| value(rng)).collect())
+        }
+        102 => (
+            *rng.pick(&["CLIENT", "CONFIG", "COMMAND"]),
+            vec![rng
+                .pick(&["BOGUS", "nosuch", "Get_Name"])
+                .as_bytes()
+                .to_vec()],
+        ),
+        103 => {
+            let param = *rng.pick(&["save", "appendonly", "maxmemory-policy", "no-such-param"]);
+            ("CONFIG", vec![b"GET".to_vec(), mixed_case(rng, param)])
+        }
+        104 => ("COMMAND", vec![b"COUNT".to_vec()]),
+        105 => ("SELECT", vec![b"0".to_vec()]),
+        106 => ("CLIENT", vec![b"GETNAME".to_vec()]),
         _ => unreachable!(),
     };
     // Wrong arities now and then: one argument fewer or one more.
@@ -372,20 +394,28 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
             args.push(value(rng));
         }
     }
+    // Unknown commands' errors quote their arguments: printable ones only, while directkv
+    // replaces bytes that are not UTF-8 (`unknown_command_errors_quote_raw_bytes`, ignored).
+    if rng_unknown(name) {
+        for a in &mut args {
+            a.iter_mut()
+                .for_each(|b| *b = if b.is_ascii_graphic() { *b } else { b'?' });
+        }
+    }
     let mut c = vec![mixed_case(rng, name)];
     c.append(&mut args);
     c
 }
 
+/// The names of commands neither server has.
+fn rng_unknown(name: &str) -> bool {
+    matches!(name, "NOSUCH" | "dkv.nosuch" | "GETT" | "X")
+}
+
 // ---- comparison --------------------------------------------------------------------------
 
 fn show_bytes(b: &[u8]) -> String {
-    let s = b.escape_ascii().to_string();
-    if s.len() > 70 {
-        format!("\"{}...\" ({} bytes)", &s[..60], b.len())
-    } else {
-        format!("\"{s}\"")
-    }
+    show(b, 60)
 }
 
 fn show_command(c: &[Vec<u8>]) -> String {
@@ -395,14 +425,12 @@ fn show_command(c: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
-fn show_reply(r: &Reply) -> String {
-    match r {
-        Reply::Bulk(Some(b)) => format!("bulk {}", show_bytes(b)),
-        Reply::Array(Some(v)) => format!(
-            "[{}]",
-            v.iter().map(show_reply).collect::<Vec<_>>().join(", ")
-        ),
-        r => format!("{r:?}"),
+/// A raw reply, read through the project's parser: only for the INCRBYFLOAT normalisation,
+/// which compares numbers, after the bytes differed.
+fn parsed(frame: &[u8]) -> Reply {
+    match parse_reply(frame) {
+        Ok(Some((r, n))) if n == frame.len() => r,
+        other => panic!("{} is not one reply: {other:?}", show(frame, 80)),
     }
 }
 
@@ -456,21 +484,23 @@ fn floats_agree(directkv: &Reply, redis: &Reply, increment: &[u8]) -> bool {
     }
 }
 
-/// HELLO replies name the server and its version: two that succeed match when they give the
-/// same protocol.
-fn same_hello(c: &[Vec<u8>], directkv: &Reply, redis: &Reply) -> bool {
-    fn proto(r: &Reply) -> Option<Reply> {
-        let pairs: Vec<(Reply, Reply)> = match r {
-            Reply::Map(m) => m.clone(),
-            Reply::Array(Some(v)) => v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect(),
-            _ => return None,
-        };
-        let key = Reply::Bulk(Some(b"proto".to_vec()));
-        pairs.into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+/// Normalisations 1 and 3 (`differential/mod.rs`): HELLO's server name, version and id,
+/// COMMAND COUNT's number, and COMMAND's details of every command (an empty array).
+fn normalised_equal(c: &[Vec<u8>], directkv: &[u8], redis: &[u8]) -> bool {
+    let name = &c[0];
+    if name.eq_ignore_ascii_case(b"hello") {
+        return differential::hello(directkv) == differential::hello(redis);
     }
-    c[0].eq_ignore_ascii_case(b"hello")
-        && proto(directkv).is_some()
-        && proto(directkv) == proto(redis)
+    if !name.eq_ignore_ascii_case(b"command") {
+        return false;
+    }
+    match c.len() {
+        1 => directkv == b"*0\r\n" && redis.starts_with(b"*"),
+        2 if c[1].eq_ignore_ascii_case(b"count") => {
+            directkv.starts_with(b":") && redis.starts_with(b":")
+        }
+        _ => false,
+    }
 }
 
 /// `c` as an inline command, every argument in double quotes with escapes for the bytes that
@@ -500,8 +530,8 @@ struct Round<'a> {
     /// Chooses how each command is sent.
     rng: Rng,
     resp3: bool,
-    directkv: Client,
-    redis: Client,
+    directkv: RawClient,
+    redis: RawClient,
     keys: &'a [Vec<u8>],
     differences: Vec<String>,
     float_normalised: usize,
@@ -523,7 +553,7 @@ impl Round<'_> {
         }
         // Written from other threads while this one reads: a long pipeline's replies can fill
         // the socket buffers before the last command is sent.
-        let replies: Vec<(Reply, Reply)> = std::thread::scope(|scope| {
+        let replies: Vec<(Vec<u8>, Vec<u8>)> = std::thread::scope(|scope| {
             for mut w in [self.directkv.writer(), self.redis.writer()] {
                 let bytes = &bytes;
                 scope.spawn(move || w.write_all(bytes).expect("send the pipeline"));
@@ -537,7 +567,7 @@ impl Round<'_> {
             if d == r || diverged {
                 continue;
             }
-            if self.long_double_difference(c, &d, &r) || same_hello(c, &d, &r) {
+            if normalised_equal(c, &d, &r) || self.long_double_difference(c, &d, &r) {
                 continue;
             }
             diverged = true;
@@ -553,8 +583,8 @@ impl Round<'_> {
                 self.seed,
                 step + i,
                 show_command(c),
-                show_reply(&d),
-                show_reply(&r),
+                show(&d, 200),
+                show(&r, 200),
                 context.join("\n")
             ));
         }
@@ -564,8 +594,7 @@ impl Round<'_> {
             if last.len() > 1 {
                 let mut held = Vec::new();
                 for c in [&mut self.directkv, &mut self.redis] {
-                    c.send(&[b"GET", &last[1]]);
-                    held.push(show_reply(&c.read()));
+                    held.push(show(&c.call(&[b"GET", &last[1]]), 100));
                 }
                 let d = self.differences.last_mut().expect("recorded above");
                 d.push_str(&format!(
@@ -578,10 +607,8 @@ impl Round<'_> {
             // Back to equal states: no keys, the round's protocol, no connection name.
             let proto: &[u8] = if self.resp3 { b"3" } else { b"2" };
             for c in [&mut self.directkv, &mut self.redis] {
-                c.send(&[b"FLUSHALL"]);
-                assert_eq!(c.read(), common::ok());
-                c.send(&[b"HELLO", proto, b"SETNAME", b"conn-0"]);
-                c.read();
+                assert_eq!(c.call(&[b"FLUSHALL"]), b"+OK\r\n");
+                c.call(&[b"HELLO", proto, b"SETNAME", b"conn-0"]);
             }
         }
     }
@@ -589,10 +616,11 @@ impl Round<'_> {
     /// True for INCRBYFLOAT replies that differ only because Redis computes in long double (see
     /// the top of the file); the key then takes Redis' value on directkv, so that later
     /// commands see equal values (INCRBYFLOAT ends its pipeline: nothing was sent after it).
-    fn long_double_difference(&mut self, c: &[Vec<u8>], d: &Reply, r: &Reply) -> bool {
+    fn long_double_difference(&mut self, c: &[Vec<u8>], d: &[u8], r: &[u8]) -> bool {
         if c.len() != 3 || !c[0].eq_ignore_ascii_case(b"incrbyfloat") {
             return false;
         }
+        let (d, r) = (&parsed(d), &parsed(r));
         let explained = floats_agree(d, r, &c[2]) || {
             // One side refused, so it still holds the value from before the command.
             let refused = match (d, r) {
@@ -601,8 +629,7 @@ impl Round<'_> {
                 _ => None,
             };
             refused.is_some_and(|side| {
-                side.send(&[b"GET", &c[1]]);
-                let before = match side.read() {
+                let before = match parsed(&side.call(&[b"GET", &c[1]])) {
                     Reply::Bulk(Some(v)) => v,
                     _ => Vec::new(),
                 };
@@ -612,15 +639,12 @@ impl Round<'_> {
         if !explained {
             return false;
         }
-        self.redis.send(&[b"GET", &c[1]]);
-        match self.redis.read() {
+        match parsed(&self.redis.call(&[b"GET", &c[1]])) {
             Reply::Bulk(Some(v)) => {
-                self.directkv.send(&[b"SET", &c[1], &v]);
-                assert_eq!(self.directkv.read(), common::ok());
+                assert_eq!(self.directkv.call(&[b"SET", &c[1], &v]), b"+OK\r\n");
             }
             _ => {
-                self.directkv.send(&[b"DEL", &c[1]]);
-                self.directkv.read();
+                self.directkv.call(&[b"DEL", &c[1]]);
             }
         }
         self.float_normalised += 1;
@@ -639,9 +663,9 @@ impl Round<'_> {
                 self.differences.push(format!(
                     "seed {} final state, {}:\n    directkv: {}\n    redis:    {}",
                     self.seed,
-                    show_command(&cmd.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
-                    show_reply(&d),
-                    show_reply(&r)
+                    show_command(&cmd.iter().take(4).map(|a| a.to_vec()).collect::<Vec<_>>()),
+                    show(&d, 200),
+                    show(&r, 200)
                 ));
             }
         }
@@ -655,20 +679,22 @@ fn run_round(redis: &ServerProcess, seed: u64, shards: usize, resp3: bool) -> (V
         seed,
         rng: Rng(!seed),
         resp3,
-        directkv: Client::connect(&server),
-        redis: Client::connect_addr(redis.addr),
+        directkv: RawClient::connect(server.addr()),
+        redis: RawClient::connect(redis.addr),
         keys: &keys,
         differences: Vec::new(),
         float_normalised: 0,
     };
-    round.redis.send(&[b"FLUSHALL"]);
-    assert_eq!(round.redis.read(), common::ok());
+    assert_eq!(round.redis.call(&[b"FLUSHALL"]), b"+OK\r\n");
     if resp3 {
-        // The HELLO replies name the server, so only their shape is the same.
-        for c in [&mut round.directkv, &mut round.redis] {
-            c.send(&[b"HELLO", b"3"]);
-            assert!(matches!(c.read(), Reply::Map(_)));
-        }
+        let d = round.directkv.call(&[b"HELLO", b"3"]);
+        let r = round.redis.call(&[b"HELLO", b"3"]);
+        assert!(
+            d.starts_with(b"%7\r\n"),
+            "HELLO 3 is a map: {}",
+            show(&d, 80)
+        );
+        assert_eq!(differential::hello(&d), differential::hello(&r));
     }
     let mut rng = Rng(seed);
     let mut step = 0;

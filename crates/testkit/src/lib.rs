@@ -9,6 +9,7 @@
 //! |-----------|----------|---------------|
 //! | `alloc`   | (always) | a counting global allocator and `assert_no_alloc` (STYLE habit 4) |
 //! | `vectors` | (always) | the record parser of the `tests/vectors/*.txt` files, hex helpers |
+//! | `raw`     | (always) | raw RESP replies: a frame splitter that does not interpret types, a client returning each reply's bytes |
 //! | `peer`    | (always) | `require_peer`: a missing redis-server, memcached, ... skips, or fails under `DIRECTKV_REQUIRE_PEERS`/`CI` |
 //! | `model`   | `model`  | SPEC section 1 applied one operation at a time to a `HashMap` |
 //! | `server`  | `server` | an in-process server on an ephemeral loopback port, metrics scraping, a tiny RESP client |
@@ -18,6 +19,7 @@
 
 pub mod alloc;
 pub mod peer;
+pub mod raw;
 pub mod vectors;
 
 #[cfg(feature = "model")]

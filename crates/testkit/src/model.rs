@@ -3,7 +3,10 @@
 //! the `engine_model` fuzz target both compare the engine with it.
 //!
 //! It covers unsigned element types, update functions add/sub/xor/max/swap, reduce sum/count and
-//! filter eq/gt; any other valid function id panics here, so the generators never produce one.
+//! filter eq/gt, and the Redis string operations APPEND, INCRBY (`IncrBy`, an i64 LE operand on
+//! a decimal text) and INCRBYFLOAT (`IncrByFloat`, an f64 LE operand on a float text), whose
+//! number parsing is written here from Redis' rules (string2ll, strtold without hex or long
+//! double range); any other valid function id panics here, so the generators never produce one.
 //! Errors (limits, unknown function, wrong kind, widths, length mismatch) are predicted in the
 //! engine's documented order: key limits, value limit, function kind, the stored value's width,
 //! then the operand's.
@@ -167,6 +170,9 @@ fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Applied {
         }
         (OpKind::PutNx | OpKind::PutXx, _) => (Status::NotStored, vec![], Eff::Keep),
         (OpKind::Delete, Some(_)) => (Status::Ok, vec![], Eff::Delete),
+        (OpKind::Append | OpKind::IncrBy | OpKind::IncrByFloat, _) => {
+            string_op(cur, op, value_len_max)?
+        }
         (OpKind::Cas, _) => {
             let current = cur.unwrap_or(&[]).to_vec();
             if cur.map_or(op.arg.is_empty(), |v| v == op.arg) {
@@ -256,6 +262,82 @@ fn vector(c: &[u8], op: &OwnedOp) -> Applied {
         }
         k => unreachable!("{k:?} is not a vector operation"),
     })
+}
+
+/// APPEND, INCRBY and INCRBYFLOAT: a missing key is "" (APPEND) or 0; the new value is
+/// stored and replied (APPEND replies its length as u64 LE). Only APPEND can make a value longer
+/// than `value_len_max`, which fails and stores nothing.
+fn string_op(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Applied {
+    let new = match op.kind {
+        OpKind::Append => {
+            let mut v = cur.unwrap_or(&[]).to_vec();
+            v.extend_from_slice(&op.arg);
+            if v.len() > value_len_max {
+                return Err(OpError::ValueTooLarge {
+                    len: v.len(),
+                    max: value_len_max,
+                });
+            }
+            let len = (v.len() as u64).to_le_bytes().to_vec();
+            return Ok((Status::Ok, len, Eff::Set(v)));
+        }
+        OpKind::IncrBy => {
+            scalar(op.arg.len(), 8)?;
+            let d = i64::from_le_bytes(op.arg[..].try_into().expect("8 bytes"));
+            let v = match cur {
+                None => 0,
+                Some(c) => redis_i64(c).ok_or(OpError::NotAnInteger)?,
+            };
+            v.checked_add(d).ok_or(OpError::Overflow)?.to_string()
+        }
+        _ => {
+            scalar(op.arg.len(), 8)?;
+            let d = f64::from_le_bytes(op.arg[..].try_into().expect("8 bytes"));
+            let v = match cur {
+                None => 0.0,
+                Some(c) => redis_f64(c).ok_or(OpError::NotAFloat)?,
+            };
+            let sum = v + d;
+            if !sum.is_finite() {
+                return Err(OpError::NanOrInfinity);
+            }
+            // Rust's shortest text that reads back to the same double, as SPEC's INCRBYFLOAT.
+            sum.to_string()
+        }
+    };
+    Ok((
+        Status::Ok,
+        new.clone().into_bytes(),
+        Eff::Set(new.into_bytes()),
+    ))
+}
+
+/// A decimal i64 as Redis' string2ll reads it: optional '-', digits without a leading zero
+/// (a lone "0" is fine, "-0" is not), no '+', no spaces, within i64.
+pub fn redis_i64(t: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(t).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && s != "-0";
+    if !canonical {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A float as Redis' INCRBYFLOAT reads a stored value or an operand (strtold over the whole
+/// text): no leading or trailing space, at most 5119 bytes, NaN refused, and a numeral too large
+/// for an f64 refused, but the words "inf"/"infinity" read as infinities.
+pub fn redis_f64(t: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(t).ok()?;
+    if s.is_empty() || s.len() > 5119 || s.trim() != s {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    let word = !s.bytes().any(|b| b.is_ascii_digit());
+    (v.is_finite() || (v.is_infinite() && word)).then_some(v)
 }
 
 #[derive(PartialEq)]

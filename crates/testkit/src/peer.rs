@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use directkv_sys::process::find_program;
+use directkv_sys::process::{find_program, ServerProcess};
 
 /// Set (to anything but "", "0" or "false") to make a missing peer fail its test.
 pub const REQUIRE_PEERS_ENV: &str = "DIRECTKV_REQUIRE_PEERS";
@@ -60,6 +60,25 @@ fn require_peer_if<T>(required: bool, peer: &str, lookup: Result<T, String>) -> 
 /// or a panic; the message names the Debian `package` to install.
 pub fn require_program(program: &str, package: &str) -> Option<PathBuf> {
     require_peer(program, find_program(program, package))
+}
+
+/// Starts of redis-server tried: the port can be taken between the probe listener handing it
+/// out and redis' bind, and redis then exits.
+const REDIS_START_TRIES: usize = 5;
+
+/// A redis-server of its own for a differential test, on a free loopback port, without
+/// persistence (stopped by PID when dropped), or `None` when it is not installed and peers are
+/// not required (see the top of this file).
+pub fn start_redis() -> Option<ServerProcess> {
+    require_program("redis-server", "redis-server")?;
+    let mut last_error = String::new();
+    for _ in 0..REDIS_START_TRIES {
+        match ServerProcess::redis(None) {
+            Ok(redis) => return Some(redis),
+            Err(e) => last_error = e,
+        }
+    }
+    panic!("redis-server did not start: {last_error}");
 }
 
 #[cfg(test)]

@@ -258,5 +258,5 @@ async fn run(ctx: &ShardCtx, p: &mut Pending, v: Version, out: &mut Vec<u8>) {
         return;
     }
     dispatch::execute(ctx, &mut p.plan).await;
-    reply::render(p, v, out);
+    reply::render(p, v, out, &ctx.stats);
 }

@@ -11,8 +11,11 @@
 //! `INFO nosuch` is an empty bulk string, as in Redis.
 //!
 //! The fields Redis tools read (`redis-cli --stat`, exporters) are present with honest values:
-//! a field that would have to be invented (`keyspace_hits`, which the engine does not count)
-//! is left out rather than shown as 0.
+//! a field that would have to be invented is left out rather than shown as 0. `keyspace_hits`
+//! and `keyspace_misses` are counted where RESP replies are rendered from read results.
+//!
+//! In RESP3 the reply is a verbatim string of format `txt` (`=len\r\ntxt:...`), as Redis 7
+//! sends it; in RESP2 a bulk string.
 
 use std::fmt::Write;
 use std::time::{Duration, Instant};

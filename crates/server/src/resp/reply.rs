@@ -7,12 +7,20 @@
 //!  commands ──cmd::plan──> Pending { dispatch::Plan, recipes, immediate bytes }
 //!           ──dispatch::execute──> per-shard Results ──render (recipes)──> RESP bytes
 //! ```
+//!
+//! Rendering also counts INFO's `keyspace_hits` and `keyspace_misses` as Redis does: each key
+//! a read command looked up (GET, GETSET, GETDEL, SET ... GET, MGET, EXISTS, STRLEN) is a hit
+//! when found and a miss when not; writes (SET, DEL, INCR, APPEND, ...) count neither. The
+//! sums go to the server's counters once per rendered batch, not once per command.
 
-use directkv_engine::{ElemType, Op, OpError, Status};
+use std::sync::atomic::Ordering;
+
+use directkv_engine::{ElemType, Op, OpError, OpKind, Status};
 use directkv_proto::resp::{RespWriter, Version};
 
 use super::cmd;
 use crate::shard::dispatch::Plan;
+use crate::stats::ServerStats;
 
 /// How a command's reply is made from the results of its operations (`first`, `n`: indices in
 /// the pending operation list).
@@ -54,6 +62,9 @@ pub(crate) struct Pending {
     pub(crate) plan: Plan,
     pub(crate) recipes: Vec<Recipe>,
     immediate: Vec<u8>,
+    /// Indices of the delete operations, in order: a `CountFound` over deletes is DEL, which
+    /// counts no keyspace hits; over reads it is EXISTS, which does.
+    deletes: Vec<usize>,
 }
 
 impl Pending {
@@ -72,12 +83,17 @@ impl Pending {
         self.plan.clear();
         self.recipes.clear();
         self.immediate.clear();
+        self.deletes.clear();
     }
 
     /// Adds an operation; returns its index in the plan.
     #[inline]
     pub(crate) fn op(&mut self, op: &Op) -> usize {
-        self.plan.op(op)
+        let i = self.plan.op(op);
+        if op.kind == OpKind::Delete {
+            self.deletes.push(i);
+        }
+        i
     }
 
     /// The index the next operation will get.
@@ -102,8 +118,43 @@ impl Pending {
     }
 }
 
-/// Renders every reply of `p` in order, in protocol version `v`.
-pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
+/// Keyspace hits and misses of one rendered batch.
+#[derive(Default)]
+struct Lookups {
+    hits: u64,
+    misses: u64,
+}
+
+impl Lookups {
+    /// Counts a read's lookup by its status (an error, such as a refused key, is neither).
+    #[inline]
+    fn add(&mut self, s: Status) {
+        match s {
+            Status::Ok => self.hits += 1,
+            Status::NotFound => self.misses += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Renders every reply of `p` in order, in protocol version `v`, and adds the batch's keyspace
+/// hits and misses to `stats`.
+pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>, stats: &ServerStats) {
+    let mut lookups = Lookups::default();
+    render_recipes(p, v, out, &mut lookups);
+    if lookups.hits > 0 {
+        stats
+            .keyspace_hits
+            .fetch_add(lookups.hits, Ordering::Relaxed);
+    }
+    if lookups.misses > 0 {
+        stats
+            .keyspace_misses
+            .fetch_add(lookups.misses, Ordering::Relaxed);
+    }
+}
+
+fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Lookups) {
     for r in &p.recipes {
         if let Recipe::Immediate { start, end } = *r {
             out.extend_from_slice(&p.immediate[start..end]);
@@ -116,7 +167,16 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 Status::Error(e) => w.error(&cmd::op_error_text(&e)),
                 _ => w.simple("OK"),
             },
-            Recipe::Bulk { op } | Recipe::Data { op } => match p.result(op) {
+            Recipe::Bulk { op } => {
+                let (s, d) = p.result(op);
+                lookups.add(s);
+                match s {
+                    Status::Ok => w.bulk(d),
+                    Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                    _ => w.null(),
+                }
+            }
+            Recipe::Data { op } => match p.result(op) {
                 (Status::Ok, d) => w.bulk(d),
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.null(),
@@ -130,6 +190,10 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 let found = (first..first + n)
                     .filter(|&i| p.result(i).0 == Status::Ok)
                     .count();
+                if p.deletes.binary_search(&first).is_err() {
+                    lookups.hits += found as u64;
+                    lookups.misses += (n - found) as u64;
+                }
                 w.integer(found as i64)
             }
             Recipe::Values { first, n } => {
@@ -144,8 +208,10 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 }
                 w.array_len(n);
                 for i in first..first + n {
-                    match p.result(i) {
-                        (Status::Ok, d) => w.bulk(d),
+                    let (s, d) = p.result(i);
+                    lookups.add(s);
+                    match s {
+                        Status::Ok => w.bulk(d),
                         _ => w.null(),
                     }
                 }
@@ -169,10 +235,14 @@ pub(crate) fn render(p: &Pending, v: Version, out: &mut Vec<u8>) {
                 (Status::Error(e), _) => w.error(&cmd::op_error_text(&e)),
                 _ => w.integer(0),
             },
-            Recipe::Len { op } => match p.result(op) {
-                (Status::Ok, d) => w.integer(d.len() as i64),
-                _ => w.integer(0),
-            },
+            Recipe::Len { op } => {
+                let (s, d) = p.result(op);
+                lookups.add(s);
+                match s {
+                    Status::Ok => w.integer(d.len() as i64),
+                    _ => w.integer(0),
+                }
+            }
             Recipe::Number { op, elem } => match p.result(op) {
                 (Status::Ok, d) if d.len() == elem.width() => {
                     w.bulk(cmd::dkv::decode_number(elem, d).as_bytes())

@@ -177,13 +177,18 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
                 i += 2;
             }
             _ => {
-                // Redis prints the option as a C string: it ends at a NUL byte.
+                // Redis prints the option as a C string (it ends at a NUL byte), byte for byte,
+                // with CR and LF as spaces so the line stays one line.
                 let opt = a[i].split(|&b| b == 0).next().unwrap_or_default();
-                let msg = format!(
-                    "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(opt)
-                );
-                return error(p, s.version, &msg);
+                p.immediate(|o| {
+                    o.extend_from_slice(b"-ERR Syntax error in HELLO option '");
+                    o.extend(opt.iter().map(|&b| match b {
+                        b'\r' | b'\n' => b' ',
+                        b => b,
+                    }));
+                    o.extend_from_slice(b"'\r\n");
+                });
+                return Planned::Queued;
             }
         }
     }
@@ -217,6 +222,10 @@ fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
     match sub.as_deref() {
+        // Redis' arities of COMMAND COUNT and COMMAND HELP: no argument.
+        Some(name @ ("count" | "help")) if a.len() != 2 => {
+            return arity(p, v, format!("command|{name}").as_bytes());
+        }
         None | Some("info") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
         Some("list") => p.immediate(|o| {
             let mut w = RespWriter::new(o, v);
@@ -285,24 +294,36 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     ];
     match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
         "get" if a.len() >= 3 => {
-            let mut hits: Vec<(&str, &str)> = Vec::new();
-            for pat in &a[2..] {
-                let pat = String::from_utf8_lossy(pat).to_ascii_lowercase();
+            // An exact name is answered as it was asked (Redis 7 echoes its case), `*` with
+            // every name.
+            let mut hits: Vec<(&[u8], &str, &str)> = Vec::new();
+            for &pat in &a[2..] {
+                let lower = String::from_utf8_lossy(pat).to_ascii_lowercase();
                 for (k, val) in KNOWN {
-                    if (pat == "*" || pat == k) && !hits.iter().any(|h| h.0 == k) {
-                        hits.push((k, val));
+                    if (lower == "*" || lower == k) && !hits.iter().any(|h| h.1 == k) {
+                        let shown = if lower == "*" { k.as_bytes() } else { pat };
+                        hits.push((shown, k, val));
                     }
                 }
             }
             p.immediate(|o| {
                 let mut w = RespWriter::new(o, v);
                 w.map_len(hits.len());
-                for (k, val) in hits {
-                    w.bulk(k.as_bytes());
+                for (shown, _, val) in hits {
+                    w.bulk(shown);
                     w.bulk(val.as_bytes());
                 }
             });
             Planned::Queued
+        }
+        // Redis' arities: CONFIG GET takes a pattern, RESETSTAT and HELP nothing.
+        "get" => arity(p, v, b"config|get"),
+        "resetstat" | "help" if a.len() != 2 => {
+            let name = format!(
+                "config|{}",
+                String::from_utf8_lossy(a[1]).to_ascii_lowercase()
+            );
+            arity(p, v, name.as_bytes())
         }
         "set" => error(
             p,
@@ -310,7 +331,7 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
             "ERR CONFIG SET is not supported by directkv; use the configuration file",
         ),
         "resetstat" => ok_text(p, v, "OK"),
-        "help" if a.len() == 2 => {
+        "help" => {
             super::help_lines(p, v, CONFIG_HELP);
             Planned::Queued
         }
@@ -318,6 +339,18 @@ fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
             let msg = resp::err_unknown_subcommand("CONFIG", a[1]);
             error(p, v, &msg)
         }
+    }
+}
+
+/// INFO's text as Redis 7 sends it: in RESP3 a verbatim string of format `txt`
+/// (`=len\r\ntxt:text\r\n`, found by the differential test), in RESP2 a bulk string.
+fn info_reply(out: &mut Vec<u8>, v: Version, text: &str) {
+    if v == Version::Resp3 {
+        out.extend_from_slice(format!("={}\r\ntxt:", text.len() + 4).as_bytes());
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    } else {
+        RespWriter::new(out, v).bulk(text.as_bytes());
     }
 }
 
@@ -338,7 +371,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
         }
         "info" => {
             let text = crate::resp::info::info(ctx, &a[1..]).await;
-            RespWriter::new(out, v).bulk(text.as_bytes());
+            info_reply(out, v, &text);
         }
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
     }
