@@ -227,7 +227,17 @@ impl Pipeline<'_> {
             } else {
                 None
             };
-            let (status, effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+            let (mut status, mut effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+            // Only appends grow a value past the limit validation checked on entry: such an op
+            // fails on its own, as it would alone (`store`), and the group goes on from the
+            // value before it, so no later op of the group sees the over-long value.
+            if effect == Effect::SetScratch && self.scratch.len() > self.limits.value_len_max {
+                status = Status::Error(crate::OpError::ValueTooLarge {
+                    len: self.scratch.len(),
+                    max: self.limits.value_len_max,
+                });
+                effect = Effect::Keep;
+            }
             match effect {
                 Effect::Keep => {}
                 Effect::SetScratch => std::mem::swap(self.forwarded, self.scratch),
