@@ -459,11 +459,9 @@ fn malformed_input_matches_redis() {
     server.stop();
 }
 
-/// Redis quotes an unknown command's arguments byte for byte; directkv's error text is a
-/// `String` (`directkv_proto::resp::err_unknown_command`) and replaces bytes that are not
-/// UTF-8 with U+FFFD (found by the differential test).
+/// Redis quotes an unknown command's arguments byte for byte; directkv's error text replaced
+/// bytes that are not UTF-8 with U+FFFD (found by the differential test).
 #[test]
-#[ignore = "issue 19: unknown-command errors replace non-UTF-8 argument bytes with U+FFFD (proto error_text.rs), reported"]
 fn unknown_command_errors_quote_raw_bytes() {
     let Some(redis) = redis(None) else {
         return;

@@ -82,10 +82,10 @@ pub fn err_protocol(error: &ProtocolError) -> String {
 ///
 /// The name is cut to `UNKNOWN_COMMAND_TEXT_MAX` bytes. Each argument is written as `'arg' `,
 /// cut to the budget left, while the argument part is shorter than the budget; the quotes and
-/// spaces count against it. Cuts are by byte, as in Redis; bytes that are not UTF-8 (including
-/// a multi-byte character cut in two) become U+FFFD, where Redis would echo them raw. CR and LF
-/// become spaces in `RespWriter::error`.
-pub fn err_unknown_command<'a>(name: &[u8], args: impl IntoIterator<Item = &'a [u8]>) -> String {
+/// spaces count against it. Cuts are by byte and every byte is echoed raw, as in Redis (so the
+/// text is bytes, not a `String`: write it with `RespWriter::error_bytes`, which turns CR and LF
+/// into spaces).
+pub fn err_unknown_command<'a>(name: &[u8], args: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let name = &name[..name.len().min(UNKNOWN_COMMAND_TEXT_MAX)];
     let mut listed: Vec<u8> = Vec::new();
     for arg in args {
@@ -97,11 +97,11 @@ pub fn err_unknown_command<'a>(name: &[u8], args: impl IntoIterator<Item = &'a [
         listed.extend_from_slice(&arg[..arg.len().min(budget)]);
         listed.extend_from_slice(b"' ");
     }
-    format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        String::from_utf8_lossy(name),
-        String::from_utf8_lossy(&listed)
-    )
+    let mut text = b"ERR unknown command '".to_vec();
+    text.extend_from_slice(name);
+    text.extend_from_slice(b"', with args beginning with: ");
+    text.extend_from_slice(&listed);
+    text
 }
 
 /// `ERR unknown subcommand 'foo'. Try CONFIG HELP.`: the subcommand cut to 128 bytes, the
@@ -129,12 +129,12 @@ mod tests {
 
     #[test]
     fn unknown_command_quotes_each_argument() {
-        let text = err_unknown_command(b"foo", [&b"a"[..], b"b"]);
+        let text = String::from_utf8(err_unknown_command(b"foo", [&b"a"[..], b"b"])).unwrap();
         assert_eq!(
             text,
             "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
         );
-        let text = err_unknown_command(b"FOO", []);
+        let text = String::from_utf8(err_unknown_command(b"FOO", [])).unwrap();
         assert_eq!(
             text,
             "ERR unknown command 'FOO', with args beginning with: "
@@ -145,7 +145,7 @@ mod tests {
     fn unknown_command_spends_a_128_byte_budget() {
         let long = [b'x'; 200];
         let name = [b'n'; 130];
-        let text = err_unknown_command(&name, [&long[..], b"never"]);
+        let text = String::from_utf8(err_unknown_command(&name, [&long[..], b"never"])).unwrap();
         let expected = format!(
             "ERR unknown command '{}', with args beginning with: '{}' ",
             "n".repeat(128),
@@ -155,7 +155,7 @@ mod tests {
 
         // 40 + 3 bytes per argument: after three (129 bytes) the budget is spent.
         let arg = [b'y'; 40];
-        let text = err_unknown_command(b"f", [&arg[..]; 5]);
+        let text = String::from_utf8(err_unknown_command(b"f", [&arg[..]; 5])).unwrap();
         let one = format!("'{}' ", "y".repeat(40));
         assert_eq!(
             text,
@@ -166,10 +166,23 @@ mod tests {
         );
 
         // 120 + 3 bytes, then the next argument is cut to the 5 bytes left.
-        let text = err_unknown_command(b"f", [&[b'z'; 120][..], b"abcdefgh", b"no"]);
+        let text = String::from_utf8(err_unknown_command(
+            b"f",
+            [&[b'z'; 120][..], b"abcdefgh", b"no"],
+        ))
+        .unwrap();
         assert!(
             text.ends_with(&format!("'{}' 'abcde' ", "z".repeat(120))),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_command_echoes_bytes_that_are_not_utf8() {
+        let text = err_unknown_command(b"f\xff", [&b"\x8a"[..]]);
+        assert_eq!(
+            text,
+            b"ERR unknown command 'f\xff', with args beginning with: '\x8a' "
         );
     }
 

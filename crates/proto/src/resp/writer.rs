@@ -48,12 +48,18 @@ impl<'a> RespWriter<'a> {
 
     /// `+text`, e.g. `simple("OK")`.
     pub fn simple(&mut self, text: &str) {
-        self.line(b'+', text);
+        self.line(b'+', text.as_bytes());
     }
 
     /// `-text`. The text starts with the error code: `"ERR syntax error"`,
     /// `"WRONGTYPE Operation ..."`; the `err_*` functions give Redis' standard texts.
     pub fn error(&mut self, text: &str) {
+        self.line(b'-', text.as_bytes());
+    }
+
+    /// `-text` from bytes that need not be UTF-8 (an error echoing a client's bytes raw, as
+    /// Redis does).
+    pub fn error_bytes(&mut self, text: &[u8]) {
         self.line(b'-', text);
     }
 
@@ -131,10 +137,10 @@ impl<'a> RespWriter<'a> {
     }
 
     /// `<marker>text\r\n` with CR and LF in `text` replaced by spaces.
-    fn line(&mut self, marker: u8, text: &str) {
+    fn line(&mut self, marker: u8, text: &[u8]) {
         self.out.push(marker);
         let start = self.out.len();
-        self.out.extend_from_slice(text.as_bytes());
+        self.out.extend_from_slice(text);
         for byte in &mut self.out[start..] {
             if *byte == b'\r' || *byte == b'\n' {
                 *byte = b' ';

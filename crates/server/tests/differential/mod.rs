@@ -23,10 +23,10 @@
 //!    commands and wrong arities included); Redis first looks the command up and checks its
 //!    arity, so it tells an unauthenticated client which commands exist.
 //!
-//! Differences found and reported rather than normalised (each pinned by a test): a bulk
-//! string not followed by CRLF (Redis skips two bytes unchecked, directkv closes with "invalid
-//! bulk length"); an unknown command's error quoting bytes that are not UTF-8 (directkv writes
-//! U+FFFD, Redis the raw bytes).
+//! Differences found and kept rather than normalised (pinned by a test): a bulk string not
+//! followed by CRLF (Redis skips two bytes unchecked, directkv closes with "invalid bulk
+//! length"). Found and fixed: an unknown command's error now quotes bytes that are not UTF-8
+//! raw, as Redis does (it wrote U+FFFD).
 
 #![allow(dead_code)]
 

@@ -131,7 +131,7 @@ pub fn plan(
         return r;
     }
     let msg = resp::err_unknown_command(args[0], args[1..].iter().copied());
-    p.immediate(|o| RespWriter::new(o, v).error(&msg));
+    p.immediate(|o| RespWriter::new(o, v).error_bytes(&msg));
     Planned::Queued
 }
 
