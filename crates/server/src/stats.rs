@@ -51,6 +51,10 @@ pub(crate) struct ServerStats {
     pub(crate) ocsm: OcsmStats,
     /// The last sample of INFO's `instantaneous_ops_per_sec` (not a counter: no row).
     pub(crate) ops_sample: std::sync::Mutex<OpsSample>,
+    /// `accept` calls that failed, most often for want of a file descriptor (`files.rs`).
+    pub(crate) accept_errors: AtomicU64,
+    /// Connections closed after `timeout` seconds without input (`accept::read_more`).
+    pub(crate) idle_timeouts: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -342,6 +346,22 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Times a shard stopped busy polling after busy_poll_us without a request.",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "accept_errors",
+        "directkv_accept_errors_total",
+        Kind::Counter,
+        "Failed accepts of client connections, most often for want of a file descriptor (RLIMIT_NOFILE).",
+        |s| s.accept_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "idle_timeouts",
+        "directkv_idle_timeouts_total",
+        Kind::Counter,
+        "Client connections closed after `timeout` seconds without input.",
+        |s| s.idle_timeouts.load(Ordering::Relaxed),
     ),
 ];
 

@@ -45,6 +45,13 @@ fn as_u64(v: libc::rlim_t) -> u64 {
     }
 }
 
+/// File descriptors this process has open now (the entries of `/proc/self/fd`, less the one
+/// used to list them).
+pub fn open_files_count() -> io::Result<u64> {
+    let entries = std::fs::read_dir("/proc/self/fd")?.count() as u64;
+    Ok(entries.saturating_sub(1))
+}
+
 /// Whether `e` says that no file descriptor was left: for the process (`EMFILE`, its
 /// `RLIMIT_NOFILE`) or for the whole system (`ENFILE`).
 pub fn is_out_of_files(e: &io::Error) -> bool {
@@ -64,8 +71,12 @@ mod tests {
         if hard != u64::MAX {
             assert!(set_open_files_soft_limit(hard + 1).is_err());
         }
+        // stdin, stdout and stderr at least (other tests open and close files meanwhile).
+        assert!(open_files_count().unwrap() >= 3);
         assert!(is_out_of_files(&io::Error::from_raw_os_error(libc::EMFILE)));
         assert!(is_out_of_files(&io::Error::from_raw_os_error(libc::ENFILE)));
-        assert!(!is_out_of_files(&io::Error::from_raw_os_error(libc::ECONNABORTED)));
+        assert!(!is_out_of_files(&io::Error::from_raw_os_error(
+            libc::ECONNABORTED
+        )));
     }
 }

@@ -38,11 +38,18 @@ pub(crate) fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let busy = Arc::new(AtomicUsize::new(0));
+    let mut backoff = crate::files::Backoff::new();
     for conn in listener.incoming() {
         if *stop.borrow() {
             return;
         }
-        let Ok(c) = conn else { continue };
+        // Out of file descriptors, accept fails at once however often it is called: pause
+        // instead of spinning (issue 19 item 8).
+        let Ok(c) = conn else {
+            backoff.pause();
+            continue;
+        };
+        backoff.reset();
         if busy.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
             busy.fetch_sub(1, Ordering::AcqRel);
             continue; // dropping `c` closes it
