@@ -3,6 +3,11 @@
 //! protocol and whether it ever sent a byte, so silent sockets cannot hold file descriptors
 //! and connection slots for ever; a client that keeps talking is never closed. (The other half
 //! of item 8, the file-descriptor limit, needs a process of its own: crates/cli/tests/hostile_fd.rs.)
+//!
+//! Silent sockets on the metrics port: the endpoint serves at most 16 connections at once, and
+//! 16 sockets that connect and say nothing used to fill it for their whole read timeout, so a
+//! scrape was closed unanswered; now the oldest silent one makes way (issue 19 item 14's loose
+//! end).
 
 mod common;
 use std::io::{Read, Write};
@@ -80,4 +85,24 @@ fn idle_clients_are_closed_after_the_timeout_and_active_ones_are_not() {
         metric(&metrics(&srv), "directkv_idle_timeouts_total", ""),
         3
     );
+}
+
+#[test]
+fn a_scrape_is_answered_while_silent_sockets_fill_the_metrics_port() {
+    let srv = start_with(ServerConfig {
+        udp: Some(false),
+        ocsm: Some(false),
+        ..common::config(1)
+    });
+    let addr = srv.metrics_addr().unwrap();
+    // More silent sockets than the endpoint serves at once (16), each held open.
+    let silent: Vec<TcpStream> = (0..24).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for _ in 0..3 {
+        let page = metrics(&srv);
+        assert!(
+            page.contains("directkv_connections"),
+            "scrape not answered: {page:?}"
+        );
+    }
+    drop(silent);
 }
