@@ -92,7 +92,19 @@ fn old_keys_still_work_and_flags_override_the_file() {
     );
     let log = served_log(f.path(), &[]);
     assert!(log.contains("memory_bytes=8388608"), "{log}");
-    let log = served_log(f.path(), &["--memory", "16M", "--metrics", "no"]);
+    let log = served_log(
+        f.path(),
+        &[
+            "--memory",
+            "16M",
+            "--metrics",
+            "no",
+            "--timeout",
+            "5",
+            "--connections-max",
+            "100",
+        ],
+    );
     assert!(log.contains("memory_bytes=16777216"), "{log}");
     assert!(log.contains("metrics are off"), "{log}");
 }

@@ -23,6 +23,7 @@ pub fn open_files_limit() -> io::Result<(u64, u64)> {
 
 /// Sets the soft `RLIMIT_NOFILE` to `soft` (keeping the hard limit); the kernel refuses values
 /// above the hard limit or above `fs.nr_open`.
+#[allow(clippy::unnecessary_cast)] // as in `as_u64`
 pub fn set_open_files_soft_limit(soft: u64) -> io::Result<()> {
     let (_, hard) = open_files_limit()?;
     let lim = libc::rlimit {
@@ -37,6 +38,8 @@ pub fn set_open_files_soft_limit(soft: u64) -> io::Result<()> {
     Ok(())
 }
 
+// rlim_t is u64 on 64-bit Linux, but not on every target libc supports.
+#[allow(clippy::unnecessary_cast)]
 fn as_u64(v: libc::rlim_t) -> u64 {
     if v == libc::RLIM_INFINITY {
         u64::MAX
