@@ -174,9 +174,7 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
         env!("CARGO_PKG_VERSION"),
         server.addr(),
         if server.udp_addr().is_some() { "on" } else { "off" },
-        server
-            .metrics_addr()
-            .map_or("off".to_string(), |a| a.to_string()),
+        server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
         server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.ocsm_path.name(),
         cfg.shard_count(),

@@ -13,6 +13,10 @@
 //!
 //! A new protocol on the same port (memcached's text protocol starts with ASCII too, so it
 //! would rather get a port of its own) is one more arm of the sniff.
+//!
+//! Out of file descriptors, the acceptor refuses clients with an error line rather than spin
+//! (`files.rs`), and every read of a connection's input goes through `read_more`, which closes
+//! a client silent for `timeout` seconds (issue 19 item 8).
 
 use std::net::TcpListener;
 use std::rc::Rc;
