@@ -4,18 +4,10 @@
 
 use directkv_bench::dist::Distribution;
 
-/// "2G", "256M", "64K", "1GiB", or plain bytes.
+/// "2G", "256M", "64K", "1GiB", or plain bytes: the server's size syntax
+/// (`directkv_server::config::parse_size`), so that flags and the configuration file agree.
 pub fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let t = t.trim_end_matches("IB").trim_end_matches('B');
-    let (num, mult) = match t.chars().last() {
-        Some('K') => (&t[..t.len() - 1], 1usize << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    Ok((n * mult as f64) as usize)
+    directkv_server::config::parse_size(s)
 }
 
 /// A key distribution: uniform, zipf[:THETA] or ycsb-zipf[:THETA].

@@ -9,7 +9,8 @@ use crate::flags::parse_bytes;
 
 #[derive(Args)]
 pub struct ServeFlags {
-    /// A TOML file with any server setting (flags override it).
+    /// A TOML file with any server setting, keyed by the flags' names (`metrics_port = 7072`,
+    /// `memory = "1G"`; docs/directkv.example.toml lists them all). Flags override it.
     #[arg(long)]
     config: Option<std::path::PathBuf>,
     /// Address to bind; anything but loopback requires --requirepass.
@@ -64,6 +65,16 @@ pub struct ServeFlags {
     /// (0 = block in epoll at once; default 100).
     #[arg(long)]
     busy_poll_us: Option<u64>,
+    /// Close a client that sends nothing for this many seconds (0 = never, the default).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Serve Prometheus metrics on --metrics-port: yes | no (default yes).
+    #[arg(long, value_parser = parse_yes_no)]
+    metrics: Option<bool>,
+    /// Client connections served at once; more are refused with
+    /// "-ERR max number of clients reached" (default 10000).
+    #[arg(long)]
+    connections_max: Option<usize>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -146,6 +157,15 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(us) = f.busy_poll_us {
         cfg.busy_poll_us = us;
+    }
+    if let Some(t) = f.timeout {
+        cfg.timeout = t;
+    }
+    if let Some(m) = f.metrics {
+        cfg.metrics = m;
+    }
+    if let Some(n) = f.connections_max {
+        cfg.connections_max = n;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

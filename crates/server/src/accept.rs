@@ -13,6 +13,10 @@
 //!
 //! A new protocol on the same port (memcached's text protocol starts with ASCII too, so it
 //! would rather get a port of its own) is one more arm of the sniff.
+//!
+//! Out of file descriptors, the acceptor refuses clients with an error line rather than spin
+//! (`files.rs`), and every read of a connection's input goes through `read_more`, which closes
+//! a client silent for `timeout` seconds (issue 19 item 8).
 
 use std::net::TcpListener;
 use std::rc::Rc;
@@ -26,35 +30,69 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::shard::{Incoming, ShardCtx};
+use crate::stats::ServerStats;
 
 /// Bytes a connection reads at a time (both protocols).
 pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
 
 /// Starts the acceptor thread: every accepted connection goes to the next shard in turn,
 /// until `stop` turns true (the server wakes the blocking accept with a connection of its own).
+/// Out of file descriptors, it refuses clients with an error line instead of spinning
+/// (`files::Exhausted`).
 pub(crate) fn spawn_acceptor(
     listener: TcpListener,
     shards: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
+    stats: Arc<ServerStats>,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("acceptor".into())
         .spawn(move || {
             let mut next = 0usize;
-            for conn in listener.incoming() {
+            let mut exhausted = crate::files::Exhausted::new();
+            loop {
+                let accepted = listener.accept();
                 if *stop.borrow() {
                     break;
                 }
-                if let Ok(c) = conn {
-                    let incoming = Incoming {
-                        stream: c,
-                        authenticated: false,
-                    };
-                    let _ = shards[next % shards.len()].send(incoming);
-                    next += 1;
-                }
+                let stream = match accepted {
+                    Ok((c, _)) => c,
+                    Err(e) => match exhausted.failed(&listener, &e, &stats) {
+                        Some(c) if !*stop.borrow() => c,
+                        _ => continue,
+                    },
+                };
+                exhausted.served();
+                let incoming = Incoming {
+                    stream,
+                    authenticated: false,
+                };
+                let _ = shards[next % shards.len()].send(incoming);
+                next += 1;
             }
         })
+}
+
+/// Runs one read of a connection's input (`s.read_buf(&mut input)`), but gives up with
+/// `TimedOut` (counted in `idle_timeouts`) when the client sends nothing for `timeout` seconds
+/// (0 = wait for ever; Redis's `timeout`). Both protocols read through it, so an idle client is
+/// closed whatever it speaks. A connection whose replies are still being written is not idle:
+/// `flush` runs before the next read, under `reply_write_timeout_secs`.
+pub(crate) async fn read_more(
+    ctx: &ShardCtx,
+    read: impl std::future::Future<Output = std::io::Result<usize>>,
+) -> std::io::Result<usize> {
+    if ctx.cfg.timeout == 0 {
+        return read.await;
+    }
+    match tokio::time::timeout(Duration::from_secs(ctx.cfg.timeout), read).await {
+        Ok(read) => read,
+        Err(_) => {
+            ctx.stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(shard = ctx.id, "idle client closed (timeout)");
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
 }
 
 /// Serves one connection on its shard until it closes or `stop` turns true: refuses it past
@@ -91,7 +129,7 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
 /// Reads the first bytes and runs the protocol they belong to.
 async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool) {
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
-    match s.read_buf(&mut input).await {
+    match read_more(ctx, s.read_buf(&mut input)).await {
         Ok(0) | Err(_) => return,
         Ok(_) => ctx.activity.touch(),
     }

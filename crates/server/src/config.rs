@@ -1,6 +1,16 @@
 //! Server settings: every limit has a name and a default; all of them can be set in a TOML file
 //! (`directkv serve --config file.toml`) and the common ones by flags.
 //!
+//! The file's format (issue 19 item 14): a key is the flag's name without its dashes
+//! (`--metrics-port` is `metrics_port`; `metrics-port` is accepted too), and takes the flag's
+//! units: sizes are bytes or a number with K, M, G or T (`memory = "1G"`, powers of 1024),
+//! times are numbers of the unit their name says (`reply_write_timeout_secs = 30`,
+//! `busy_poll_us = 100`; `timeout` is seconds, as in Redis). The keys of older files
+//! (`memory_bytes`, `expected_kv_bytes`, `target_utilization`) are still accepted, as aliases
+//! of `memory`, `kv_size` and `utilization`. A key the server does not know is refused with
+//! its name and the known key it is closest to. `docs/directkv.example.toml` lists every key
+//! with its default, and a test keeps it complete.
+//!
 //! Datagrams and the password: native UDP and OCSM carry no password (a datagram has no
 //! connection to hold an AUTH), so with `requirepass` set they would let anyone who can reach
 //! the port read and write every key. Both are therefore on by default only on a loopback
@@ -43,17 +53,21 @@ pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 pub const BUSY_POLL_US_DEFAULT: u64 = 100;
 /// The longest busy-poll window accepted (one second).
 pub const BUSY_POLL_US_MAX: u64 = 1_000_000;
+/// Seconds a client may stay silent before it is disconnected (0 = never; Redis's `timeout`).
+pub const TIMEOUT_SECS_DEFAULT: u64 = 0;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     pub bind: String,
     pub port: u16,
-    /// Prometheus metrics over HTTP (`GET /metrics`); None turns them off.
+    /// Port of Prometheus metrics over HTTP (`GET /metrics`; 0 = any free port); None, or
+    /// `metrics = false`, turns them off.
     pub metrics_port: Option<u16>,
     /// Shard threads (0 = one per core).
     pub shards: usize,
-    /// Total arena bytes, split evenly over the shards.
+    /// Total arena bytes, split evenly over the shards (key `memory`, like the flag).
+    #[serde(rename = "memory", alias = "memory_bytes", deserialize_with = "size")]
     pub memory_bytes: usize,
     pub requirepass: Option<String>,
     /// Native protocol over UDP on `port`: None = on only on a loopback address without
@@ -66,9 +80,12 @@ pub struct ServerConfig {
     /// serve unauthenticated datagrams although `requirepass` is set.
     pub udp_insecure: bool,
     pub key_len_max: usize,
+    #[serde(deserialize_with = "size")]
     pub value_len_max: usize,
     pub connections_max: usize,
+    #[serde(deserialize_with = "size")]
     pub conn_input_bytes_max: usize,
+    #[serde(deserialize_with = "size")]
     pub conn_output_bytes_max: usize,
     pub commands_per_batch_max: usize,
     pub args_max: usize,
@@ -89,12 +106,26 @@ pub struct ServerConfig {
     /// Datagrams per burst on the batched paths.
     pub ocsm_burst_datagrams_max: usize,
     /// SO_RCVBUF of the OCSM socket (0 = the system default).
+    #[serde(deserialize_with = "size")]
     pub ocsm_recv_buffer_bytes: usize,
     /// Largest OCSM datagram accepted (default: the UDP payload of a 1514-byte frame).
+    #[serde(deserialize_with = "size")]
     pub ocsm_datagram_bytes_max: usize,
-    /// Expected key + value bytes and target memory utilization, for the engine's tuning.
+    /// Expected key + value bytes and target memory utilization, for the engine's tuning
+    /// (keys `kv_size` and `utilization`, like the flags).
+    #[serde(
+        rename = "kv_size",
+        alias = "expected_kv_bytes",
+        deserialize_with = "size"
+    )]
     pub expected_kv_bytes: usize,
+    #[serde(rename = "utilization", alias = "target_utilization")]
     pub target_utilization: f64,
+    /// Seconds a client connection may send nothing before it is closed (0 = never). A
+    /// connection whose replies are being written is governed by `reply_write_timeout_secs`.
+    pub timeout: u64,
+    /// Whether `/metrics` is served on `metrics_port` (false turns it off).
+    pub metrics: bool,
 }
 
 impl Default for ServerConfig {
@@ -126,13 +157,46 @@ impl Default for ServerConfig {
             ocsm_datagram_bytes_max: directkv_proto::ocsm::DATAGRAM_BYTES_MAX_DEFAULT,
             expected_kv_bytes: 32,
             target_utilization: 0.5,
+            timeout: TIMEOUT_SECS_DEFAULT,
+            metrics: true,
         }
     }
 }
 
 impl ServerConfig {
+    /// Reads a configuration file's text (see the module comment for its format).
     pub fn from_toml(text: &str) -> Result<ServerConfig, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut dashed = false;
+        for key in table.keys() {
+            let name = key.replace('-', "_");
+            dashed |= name != *key;
+            if !ServerConfig::keys().contains(&name.as_str()) && !is_old_key(&name) {
+                return Err(unknown_key(key));
+            }
+        }
+        if !dashed {
+            // Straight from the text, so that a bad value's error shows its line.
+            return toml::from_str(text).map_err(|e| e.to_string());
+        }
+        let table: toml::Table = table
+            .into_iter()
+            .map(|(k, v)| (k.replace('-', "_"), v))
+            .collect();
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.to_string())
+    }
+
+    /// Every key of the configuration file (the older spellings in `OLD_KEYS` aside).
+    pub fn keys() -> &'static [&'static str] {
+        static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        KEYS.get_or_init(|| {
+            let mut fields: &'static [&'static str] = &[];
+            let _ = ServerConfig::deserialize(FieldNames(&mut fields));
+            // Serde lists the aliases too.
+            fields.iter().copied().filter(|k| !is_old_key(k)).collect()
+        })
     }
 
     /// Refuses settings that are unsafe or cannot work.
@@ -174,6 +238,15 @@ impl ServerConfig {
             return Err(format!(
                 "ocsm_burst_datagrams_max {} not in 1..=1024",
                 self.ocsm_burst_datagrams_max
+            ));
+        }
+        if self.expected_kv_bytes == 0 {
+            return Err("kv_size must be at least 1".into());
+        }
+        if !(self.target_utilization > 0.0 && self.target_utilization < 1.0) {
+            return Err(format!(
+                "utilization must be in (0, 1), got {}",
+                self.target_utilization
             ));
         }
         if self.busy_poll_us > BUSY_POLL_US_MAX {
@@ -226,6 +299,142 @@ impl ServerConfig {
                 .map(|n| n.get())
                 .unwrap_or(1)
         }
+    }
+}
+
+/// Keys of older configuration files, still accepted, and the key each now is.
+pub const OLD_KEYS: &[(&str, &str)] = &[
+    ("memory_bytes", "memory"),
+    ("expected_kv_bytes", "kv_size"),
+    ("target_utilization", "utilization"),
+];
+
+fn is_old_key(name: &str) -> bool {
+    OLD_KEYS.iter().any(|(old, _)| *old == name)
+}
+
+/// The error for an unknown key: its name, and the known key it is closest to if it looks
+/// like a misspelling of one.
+fn unknown_key(key: &str) -> String {
+    let name = key.replace('-', "_");
+    let closest = ServerConfig::keys()
+        .iter()
+        .map(|k| (edit_distance(&name, k), *k))
+        .min();
+    let hint = match closest {
+        Some((d, k)) if d <= 2 || (name.len() >= 4 && k.contains(name.as_str())) => {
+            format!(" (did you mean `{k}`?)")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "unknown key `{key}` in the configuration file{hint}; docs/directkv.example.toml lists every key"
+    )
+}
+
+/// Levenshtein distance between two short ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != *cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// A size: bytes, or a number with K, M, G or T (powers of 1024; "KB", "KiB" and lower case
+/// too), as `--memory` takes it: "1G", "512M", "1.5G", "4096". The flags' parser too.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let err = || format!("not a size: {s:?} (give bytes, or a number with K, M, G or T: \"64M\")");
+    let t = s.trim().to_ascii_uppercase();
+    let t = t
+        .strip_suffix("IB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(&t);
+    let (num, shift) = match t.as_bytes().last() {
+        Some(b'K') => (&t[..t.len() - 1], 10),
+        Some(b'M') => (&t[..t.len() - 1], 20),
+        Some(b'G') => (&t[..t.len() - 1], 30),
+        Some(b'T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let num = num.trim();
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(1 << shift)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(err);
+    }
+    // A fraction ("1.5G"): digits and one dot only, so "inf", "-1" and "1e9" stay errors.
+    if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
+        return Err(err());
+    }
+    let n: f64 = num.parse().map_err(|_| err())?;
+    let bytes = n * (1u64 << shift) as f64;
+    if bytes >= usize::MAX as f64 {
+        return Err(err());
+    }
+    Ok(bytes as usize)
+}
+
+/// Deserializes a size: an integer of bytes or a string `parse_size` reads.
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    struct Size;
+    impl serde::de::Visitor<'_> for Size {
+        type Value = usize;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a size: bytes, or a string such as \"64M\" or \"1G\"")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<usize, E> {
+            usize::try_from(n).map_err(E::custom)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<usize, E> {
+            usize::try_from(n).map_err(|_| E::custom(format!("not a size: {n}")))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<usize, E> {
+            parse_size(s).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(Size)
+}
+
+/// A deserializer that only records the field names a struct asks for (serde hands them to
+/// `deserialize_struct`), which is how `ServerConfig::keys` lists the file's keys.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("only field names are read"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("only field names are read"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
     }
 }
 
@@ -303,5 +512,118 @@ mod tests {
     fn an_empty_password_is_no_password() {
         let c = ServerConfig::from_toml("requirepass = \"\"\n").unwrap();
         assert!(c.validate().unwrap_err().contains("empty"));
+    }
+
+    /// The shipped example, docs/directkv.example.toml.
+    const EXAMPLE: &str = include_str!("../../../docs/directkv.example.toml");
+
+    #[test]
+    fn the_example_lists_every_key_with_its_default() {
+        let parsed = ServerConfig::from_toml(EXAMPLE).unwrap();
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", ServerConfig::default()),
+            "the example's values must be the defaults"
+        );
+        for key in ServerConfig::keys() {
+            let set = EXAMPLE.lines().find(|l| {
+                let l = l.strip_prefix("# ").unwrap_or(l);
+                l.strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with(" = "))
+            });
+            let line = set.unwrap_or_else(|| {
+                panic!("docs/directkv.example.toml has no line for `{key}`: add `{key} = DEFAULT` with a comment above it")
+            });
+            // A commented-out setting (one without a default value) must be a valid example.
+            if let Some(example) = line.strip_prefix("# ") {
+                ServerConfig::from_toml(example).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_the_flags_names_with_their_units() {
+        let keys = ServerConfig::keys();
+        for k in [
+            "memory",
+            "kv_size",
+            "utilization",
+            "metrics_port",
+            "timeout",
+            "metrics",
+        ] {
+            assert!(keys.contains(&k), "{k} missing from {keys:?}");
+        }
+        let c = ServerConfig::from_toml(
+            "memory = \"8M\"\nkv-size = 64\nvalue_len_max = \"1.5K\"\nmetrics-port = 9\nmetrics = false\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.memory_bytes, c.expected_kv_bytes, c.value_len_max),
+            (8 << 20, 64, 1536)
+        );
+        assert_eq!((c.metrics_port, c.metrics), (Some(9), false));
+        let old = ServerConfig::from_toml(
+            "memory_bytes = 8388608\nexpected_kv_bytes = 64\ntarget_utilization = 0.25\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                old.memory_bytes,
+                old.expected_kv_bytes,
+                old.target_utilization
+            ),
+            (8 << 20, 64, 0.25)
+        );
+        let err = ServerConfig::from_toml("memory = \"8X\"\n").unwrap_err();
+        assert!(
+            err.contains("not a size") && err.contains("memory"),
+            "{err}"
+        );
+        let err = ServerConfig::from_toml("memory = -1\n").unwrap_err();
+        assert!(err.contains("not a size"), "{err}");
+        let both = ServerConfig::from_toml("memory = 1\nmemory_bytes = 2\n");
+        assert!(both.is_err(), "{both:?}");
+        let bad = ServerConfig::from_toml("utilization = 1.5\n").unwrap();
+        assert!(bad.validate().unwrap_err().contains("utilization"));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_closest_known_one() {
+        for (typo, meant) in [
+            ("memroy", "memory"),
+            ("metric_port", "metrics_port"),
+            ("conections-max", "connections_max"),
+            ("input_bytes_max", "conn_input_bytes_max"),
+        ] {
+            let err = ServerConfig::from_toml(&format!("{typo} = 1\n")).unwrap_err();
+            assert!(
+                err.contains(&format!("`{typo}`")) && err.contains(&format!("`{meant}`")),
+                "{typo}: {err}"
+            );
+        }
+        let err = ServerConfig::from_toml("colour = 1\n").unwrap_err();
+        assert!(
+            err.contains("`colour`") && !err.contains("did you mean"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sizes_read_like_the_flags() {
+        for (text, bytes) in [
+            ("4096", 4096),
+            ("64K", 64 << 10),
+            ("64kb", 64 << 10),
+            ("256M", 256 << 20),
+            ("1GiB", 1 << 30),
+            ("1.5G", 3 << 29),
+            (" 2T ", 2 << 40),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for bad in ["", "G", "-1", "1e9", "inf", "1.2.3M", "12Q", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -28,7 +28,8 @@
 //!  ocsm/         OCSM over UDP on its own port: three paths sharing one Burst
 //!  admin/        Prometheus /metrics over HTTP
 //!  stats.rs      ServerStats and COUNTERS, the one table INFO and /metrics render
-//!  config.rs     ServerConfig and its limits
+//!  config.rs     ServerConfig and its limits, and the configuration file's format
+//!  files.rs      the open files limit: raised at start, and refusing clients at it
 //! ```
 //!
 //! Why this shape: a feature that must see every operation (expiry, persistence, replication)
@@ -43,6 +44,7 @@
 mod accept;
 mod admin;
 pub mod config;
+mod files;
 mod log_limit;
 mod native;
 pub mod ocsm;
@@ -78,6 +80,8 @@ impl Server {
     /// Binds, builds every engine (so a bad configuration fails here), starts the threads.
     pub fn start(cfg: ServerConfig) -> Result<Server, String> {
         cfg.validate()?;
+        // Every client is a file: raise the open files limit before anything is opened.
+        let open_files = files::raise_limit(cfg.connections_max);
         let shards = cfg.shard_count();
         let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
             .map_err(|e| format!("cannot bind {}:{}: {e}", cfg.bind, cfg.port))?;
@@ -171,7 +175,11 @@ impl Server {
         }
         warn_about_datagrams(&cfg, udp_addr.is_some(), ocsm_addr.is_some());
         let mut metrics_addr = None;
-        if let Some(port) = cfg.metrics_port {
+        let metrics_port = cfg.metrics_port.filter(|_| cfg.metrics);
+        if metrics_port.is_none() {
+            tracing::info!("metrics are off (metrics = false, --metrics no): no /metrics endpoint");
+        }
+        if let Some(port) = metrics_port {
             let l = TcpListener::bind((cfg.bind.as_str(), port))
                 .map_err(|e| format!("cannot bind metrics {}:{port}: {e}", cfg.bind))?;
             metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?);
@@ -182,8 +190,11 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
-        let acceptor = accept::spawn_acceptor(listener, conn_txs, stop_rx.clone())
+        let acceptor = accept::spawn_acceptor(listener, conn_txs, stats.clone(), stop_rx.clone())
             .map_err(|e| e.to_string())?;
+        if let Some(soft) = open_files {
+            files::check_room(soft, cfg.connections_max);
+        }
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
         tracing::info!("not done yet: no persistence (a restart loses every key), no eviction, no key expiry; the commands served are listed in docs/commands.md");
         Ok(Server {

@@ -4,21 +4,27 @@
 //!
 //! Goals: at most `PROTOCOL_ERROR_LOG_LINES_PER_SEC_MAX` protocol-error lines per second for
 //! the whole process, whatever the protocol and the shard; the lines dropped are counted
-//! (`protocol_error_logs_suppressed`) and announced by one "suppressed K" line before the next
-//! line that is written. Non-goals: per-client fairness, limits on other log lines.
+//! (`protocol_error_logs_suppressed`) and announced by one "suppressed K" line: before the next
+//! line that is written, or, when the flood has stopped, by the `log-limit` thread once the
+//! window has ended (so the count is not left unsaid until the next error, maybe days later).
+//! Non-goals: per-client fairness, limits on other log lines.
 //!
 //! ```text
 //!   error ──> admit(now_secs) ── same second, lines < max ──> log the line
-//!                 │            └─ same second, lines = max ──> count as suppressed
+//!                 │            └─ same second, lines = max ──> count as suppressed, wake the
+//!                 │                                            log-limit thread
 //!                 └─ new second: window restarts; the first line written is preceded by
 //!                    "suppressed K protocol-error log lines" when K > 0
+//!   log-limit thread: woken, sleeps to the end of the window, take_ended(now_secs): K > 0
+//!                    not yet announced -> "suppressed K ..."; then waits to be woken again
 //! ```
 //!
-//! Time enters as a number of seconds (`admit(now_secs)`), so tests drive the clock.
+//! Time enters as a number of seconds (`admit(now_secs)`, `take_ended(now_secs)`), so tests
+//! drive the clock.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::stats::ServerStats;
 
@@ -77,14 +83,75 @@ impl LogLimit {
         std::mem::swap(&mut suppressed_before, &mut w.suppressed);
         Verdict::Log { suppressed_before }
     }
+
+    /// Takes the count of lines suppressed in windows that ended before `now_secs`, to be
+    /// announced (0 if none, or if the window still runs: its count is announced later).
+    pub(crate) fn take_ended(&self, now_secs: u64) -> u64 {
+        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if w.second < now_secs {
+            std::mem::take(&mut w.suppressed)
+        } else {
+            0
+        }
+    }
 }
 
 static PROTOCOL_ERROR_LOG: LogLimit = LogLimit::new(PROTOCOL_ERROR_LOG_LINES_PER_SEC_MAX);
 
+static START: OnceLock<Instant> = OnceLock::new();
+
 /// Seconds since the first call in this process.
 fn now_secs() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_secs()
+}
+
+/// Writes the announcement of `suppressed` dropped lines.
+fn announce(suppressed: u64) {
+    tracing::warn!(
+        suppressed,
+        "suppressed {suppressed} protocol-error log lines (at most {PROTOCOL_ERROR_LOG_LINES_PER_SEC_MAX} a second)"
+    );
+}
+
+/// The `log-limit` thread's wake-up: set when a line is suppressed.
+static PENDING: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+
+/// Wakes the thread that announces suppressed lines once their window ends (started on the
+/// first suppression; it then sleeps on `PENDING` while nothing is suppressed).
+fn wake_announcer() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let spawned = std::thread::Builder::new()
+            .name("log-limit".into())
+            .spawn(announcer);
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the log-limit thread: {e}");
+        }
+    });
+    let (pending, woken) = &PENDING;
+    *pending.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    woken.notify_one();
+}
+
+fn announcer() {
+    let (pending, woken) = &PENDING;
+    loop {
+        {
+            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+            while !*p {
+                p = woken.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            *p = false;
+        }
+        // To just past the end of the current window.
+        let now = START.get_or_init(Instant::now).elapsed();
+        let window_end = Duration::from_secs(now.as_secs() + 1);
+        std::thread::sleep(window_end - now + Duration::from_millis(1));
+        let suppressed = PROTOCOL_ERROR_LOG.take_ended(now_secs());
+        if suppressed > 0 {
+            announce(suppressed);
+        }
+    }
 }
 
 /// Runs `log` (which writes one protocol-error line) unless the rate limit drops it.
@@ -92,10 +159,7 @@ pub(crate) fn protocol_error(stats: &ServerStats, log: impl FnOnce()) {
     match PROTOCOL_ERROR_LOG.admit(now_secs()) {
         Verdict::Log { suppressed_before } => {
             if suppressed_before > 0 {
-                tracing::warn!(
-                    suppressed = suppressed_before,
-                    "suppressed {suppressed_before} protocol-error log lines (at most {PROTOCOL_ERROR_LOG_LINES_PER_SEC_MAX} a second)"
-                );
+                announce(suppressed_before);
             }
             log();
         }
@@ -103,6 +167,7 @@ pub(crate) fn protocol_error(stats: &ServerStats, log: impl FnOnce()) {
             stats
                 .protocol_error_logs_suppressed
                 .fetch_add(1, Ordering::Relaxed);
+            wake_announcer();
         }
     }
 }
@@ -133,6 +198,30 @@ mod tests {
         // A quiet stretch then a line: written, nothing to announce.
         assert_eq!(
             limit.admit(100),
+            Verdict::Log {
+                suppressed_before: 0
+            }
+        );
+    }
+
+    #[test]
+    fn suppressed_lines_are_announced_when_their_window_ends() {
+        let limit = LogLimit::new(1);
+        assert_eq!(
+            limit.admit(5),
+            Verdict::Log {
+                suppressed_before: 0
+            }
+        );
+        assert_eq!(limit.admit(5), Verdict::Suppress);
+        assert_eq!(limit.admit(5), Verdict::Suppress);
+        // Not while the window runs; once, after it.
+        assert_eq!(limit.take_ended(5), 0);
+        assert_eq!(limit.take_ended(6), 2);
+        assert_eq!(limit.take_ended(7), 0);
+        // Announced there, so not again before the next line.
+        assert_eq!(
+            limit.admit(8),
             Verdict::Log {
                 suppressed_before: 0
             }

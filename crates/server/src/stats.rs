@@ -56,6 +56,10 @@ pub(crate) struct ServerStats {
     pub(crate) keyspace_hits: AtomicU64,
     /// Keys those commands did not find (`keyspace_misses`).
     pub(crate) keyspace_misses: AtomicU64,
+    /// `accept` calls that failed, most often for want of a file descriptor (`files.rs`).
+    pub(crate) accept_errors: AtomicU64,
+    /// Connections closed after `timeout` seconds without input (`accept::read_more`).
+    pub(crate) idle_timeouts: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -363,6 +367,22 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Keys not found by RESP read commands, as Redis counts them.",
         |s| s.keyspace_misses.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "accept_errors",
+        "directkv_accept_errors_total",
+        Kind::Counter,
+        "Failed accepts of client connections, most often for want of a file descriptor (RLIMIT_NOFILE).",
+        |s| s.accept_errors.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "idle_timeouts",
+        "directkv_idle_timeouts_total",
+        Kind::Counter,
+        "Client connections closed after `timeout` seconds without input.",
+        |s| s.idle_timeouts.load(Ordering::Relaxed),
     ),
 ];
 

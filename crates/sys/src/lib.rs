@@ -8,13 +8,14 @@
 //!                                  ├── process/    child servers (spawn, ready, stop by PID),
 //!                                  │               SIGTERM, /proc CPU time and RSS, euid
 //!                                  ├── epoll.rs    a bare epoll set (the loopback probe)
-//!                                  └── mapping.rs  an anonymous, huge-page-advised mapping
+//!                                  ├── mapping.rs  an anonymous, huge-page-advised mapping
+//!                                  └── files.rs    RLIMIT_NOFILE, EMFILE / ENFILE
 //! ```
 //!
 //! Goals: every `unsafe` block has a `// SAFETY:` comment (denied otherwise), the callers hold
 //! no `unsafe` system calls at all, and a refusal by the kernel is an ordinary return value
 //! (`bool`, `io::Result`) because every caller treats these calls as best effort or reports the
-//! error. Callers: the server (pinning its shards, OCSM's socket buffers and batched paths);
+//! error. Callers: the server (its open-file limit, pinning its shards, OCSM's socket buffers and batched paths);
 //! the benchmarks (`bench ocsm`'s generator: buffer growth, GRO and GSO options,
 //! `send_connected`, the `MmsgRecv` drain, pinning, nice; `bench compare` and `bench ocsm`:
 //! their servers as `process::ServerProcess`, CPU time and RSS; `bench loopback`: epoll and
@@ -28,6 +29,7 @@
 
 pub mod cpu;
 pub mod epoll;
+pub mod files;
 pub mod mapping;
 pub mod mmsg;
 pub mod process;

@@ -6,13 +6,17 @@
 //! Connections are served concurrently so that sockets which connect and stay silent (a
 //! port scanner, a stuck scraper, an attacker) cannot delay a scrape (issue 19 item 13): each
 //! has `READ_TIMEOUT` to send its request line, and at most `CONNECTIONS_MAX` are served at
-//! once; a connection over the cap is closed at once without an answer.
+//! once. When all of them are taken, the oldest connection still waiting for its request is
+//! shut down to make room (`Silent`), so that `CONNECTIONS_MAX` silent sockets cannot turn
+//! scrapes away; only when every one of them is busy answering is a new connection closed
+//! without an answer.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use directkv_engine::stats::KindCounters;
@@ -38,30 +42,79 @@ pub(crate) fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let busy = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
+    let silent = Arc::new(Silent::default());
+    let mut backoff = crate::files::Backoff::new();
+    for (id, conn) in listener.incoming().enumerate() {
         if *stop.borrow() {
             return;
         }
-        let Ok(c) = conn else { continue };
-        if busy.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+        // Out of file descriptors, accept fails at once however often it is called: pause
+        // instead of spinning (issue 19 item 8).
+        let Ok(c) = conn else {
+            backoff.pause();
+            continue;
+        };
+        backoff.reset();
+        // When full, the oldest silent connection makes way (its thread ends at once); the
+        // new one is served meanwhile, so the count may pass the cap by the evicted ones.
+        if busy.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX && !silent.evict_oldest() {
             busy.fetch_sub(1, Ordering::AcqRel);
             continue; // dropping `c` closes it
         }
-        let (peers, stats, busy2) = (peers.clone(), stats.clone(), busy.clone());
+        silent.add(id, &c);
+        let (peers, stats, busy2, silent2) =
+            (peers.clone(), stats.clone(), busy.clone(), silent.clone());
         let spawned = std::thread::Builder::new()
             .name("directkv-metrics-conn".into())
             .spawn(move || {
-                let _ = answer(c, &peers, &stats);
+                let _ = answer(c, id, &silent2, &peers, &stats);
+                silent2.remove(id);
                 busy2.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
+            silent.remove(id);
             busy.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
+/// The connections that have not sent their request yet, oldest first, each with a second
+/// handle on its socket to shut it down by.
+#[derive(Default)]
+struct Silent(Mutex<VecDeque<(usize, TcpStream)>>);
+
+impl Silent {
+    fn add(&self, id: usize, c: &TcpStream) {
+        // Without a second handle (no file descriptor left), the connection cannot be
+        // evicted; its read timeout still ends it.
+        if let Ok(handle) = c.try_clone() {
+            self.lock().push_back((id, handle));
+        }
+    }
+
+    fn remove(&self, id: usize) {
+        self.lock().retain(|(i, _)| *i != id);
+    }
+
+    /// Shuts the oldest silent connection down (its read returns at once); false if none.
+    fn evict_oldest(&self) -> bool {
+        let Some((_, oldest)) = self.lock().pop_front() else {
+            return false;
+        };
+        let _ = oldest.shutdown(std::net::Shutdown::Both);
+        true
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(usize, TcpStream)>> {
+        // A poisoned lock only means a panic in another connection's thread: the list holds.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 fn answer(
     mut c: TcpStream,
+    id: usize,
+    silent: &Silent,
     peers: &[mpsc::Sender<Job>],
     stats: &ServerStats,
 ) -> std::io::Result<()> {
@@ -69,6 +122,8 @@ fn answer(
     c.set_write_timeout(Some(READ_TIMEOUT))?;
     let mut buf = vec![0u8; REQUEST_BYTES_MAX];
     let n = c.read(&mut buf)?;
+    // It spoke: no longer a candidate for eviction.
+    silent.remove(id);
     let line = String::from_utf8_lossy(&buf[..n]);
     let (status, body) = if line.starts_with("GET /metrics") {
         ("200 OK", render(&reports(peers), stats))

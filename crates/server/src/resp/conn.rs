@@ -118,7 +118,7 @@ pub(crate) async fn serve(
         }
         // Into the spare capacity: no zeroing of a chunk per read.
         input.reserve(READ_CHUNK_BYTES);
-        match s.read_buf(&mut input).await {
+        match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
             Ok(_) => ctx.activity.touch(),
         }

@@ -63,6 +63,9 @@ pub struct ServerProcess {
     pub name: String,
     /// The address the benchmark drives and readiness is probed on.
     pub addr: SocketAddr,
+    /// The stderr lines read while looking for the address (`directkv_serve` only): the
+    /// start-up log up to the line naming the address.
+    pub start_log: Vec<String>,
     pub(super) child: Child,
     log: Option<PathBuf>,
 }
@@ -110,6 +113,7 @@ impl ServerProcess {
         Ok(ServerProcess {
             name: launch.name.clone(),
             addr,
+            start_log: Vec::new(),
             child,
             log,
         })

@@ -28,20 +28,44 @@ impl ServerProcess {
         flags: &[&str],
         cpu: Option<usize>,
     ) -> Result<ServerProcess, String> {
-        let mut args: Vec<OsString> = ["serve", "--port", "0", "--metrics-port", "0"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.extend(flags.iter().map(OsString::from));
         let launch = Launch {
             name: "directkv".to_string(),
             program: exe.to_path_buf(),
-            args,
+            args: serve_args(flags),
             cpu,
             nice: 0,
         };
+        ServerProcess::directkv_launch(&launch)
+    }
+
+    /// `directkv serve --port 0 --metrics-port 0 FLAGS` under an open-file limit of
+    /// `soft`/`hard` descriptors (`RLIMIT_NOFILE`, set by the shell that execs it): how the
+    /// tests drive a server into its file-descriptor limit.
+    pub fn directkv_serve_with_open_files(
+        exe: &Path,
+        flags: &[&str],
+        soft: u64,
+        hard: u64,
+    ) -> Result<ServerProcess, String> {
+        // `$0` and `$@` are the server's path and arguments; `exec` keeps the shell's PID.
+        let script = format!("ulimit -Sn {soft} && ulimit -Hn {hard} && exec \"$0\" \"$@\"");
+        let mut args: Vec<OsString> = vec!["-c".into(), script.into(), exe.into()];
+        args.extend(serve_args(flags));
+        let launch = Launch {
+            name: "directkv".to_string(),
+            program: PathBuf::from("/bin/sh"),
+            args,
+            cpu: None,
+            nice: 0,
+        };
+        ServerProcess::directkv_launch(&launch)
+    }
+
+    /// Starts a `directkv serve` launch: the address comes from its start-up line, and it is
+    /// ready when that address accepts a TCP connection.
+    fn directkv_launch(launch: &Launch) -> Result<ServerProcess, String> {
         let unknown = SocketAddr::from(([127, 0, 0, 1], 0));
-        let mut server = ServerProcess::spawn(&launch, unknown, Stderr::Piped)?;
+        let mut server = ServerProcess::spawn(launch, unknown, Stderr::Piped)?;
         let mut err = BufReader::new(server.child.stderr.take().expect("piped stderr"));
         let mut line = String::new();
         let mut addr = None;
@@ -50,6 +74,7 @@ impl ServerProcess {
             if err.read_line(&mut line).unwrap_or(0) == 0 {
                 break;
             }
+            server.start_log.push(line.trim_end().to_string());
             addr = parse_bound_addr(&line);
             if addr.is_some() {
                 break;
@@ -149,6 +174,15 @@ impl ServerProcess {
         server.wait_until("accept connections", tcp_accepts)?;
         Ok(server)
     }
+}
+
+/// `serve --port 0 --metrics-port 0 FLAGS`.
+fn serve_args(flags: &[&str]) -> Vec<OsString> {
+    ["serve", "--port", "0", "--metrics-port", "0"]
+        .iter()
+        .chain(flags)
+        .map(OsString::from)
+        .collect()
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
