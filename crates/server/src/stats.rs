@@ -51,6 +51,12 @@ pub(crate) struct ServerStats {
     pub(crate) ocsm: OcsmStats,
     /// The last sample of INFO's `instantaneous_ops_per_sec` (not a counter: no row).
     pub(crate) ops_sample: std::sync::Mutex<OpsSample>,
+    /// Atomic plans (multi-key writes, `shard/atomic.rs`) that spanned several shards.
+    pub(crate) atomic_cross_shard: AtomicU64,
+    /// Atomic plans refused whole: an argument over a limit, or out of memory (issue 19 item 9).
+    pub(crate) atomic_refused: AtomicU64,
+    /// Multi-key reads run again because a cross-shard atomic plan committed meanwhile.
+    pub(crate) atomic_read_retries: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -342,6 +348,30 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Times a shard stopped busy polling after busy_poll_us without a request.",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_cross_shard",
+        "directkv_atomic_cross_shard_total",
+        Kind::Counter,
+        "Multi-key writes run all or nothing across several shards.",
+        |s| s.atomic_cross_shard.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_refused",
+        "directkv_atomic_refused_total",
+        Kind::Counter,
+        "Multi-key writes refused whole (an argument over a limit, or out of memory).",
+        |s| s.atomic_refused.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_read_retries",
+        "directkv_atomic_read_retries_total",
+        Kind::Counter,
+        "Multi-key reads run again because a cross-shard write committed meanwhile.",
+        |s| s.atomic_read_retries.load(Ordering::Relaxed),
     ),
 ];
 
