@@ -96,7 +96,8 @@ pub(crate) struct HoldChannels {
 }
 
 /// Runs the plan's operations all or nothing, with its results in the plan on `Ok`. On `Err`
-/// (the first limit error, `OutOfMemory`, or a shard unavailable) nothing was stored.
+/// (the first limit error, `OutOfMemory`, or a shard unavailable) nothing was stored, and the
+/// plan's results are not to be read.
 pub(crate) async fn execute(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
     let mut involved = (0..ctx.shards()).filter(|&s| !p.batches[s].is_empty());
     let (Some(first), second) = (involved.next(), involved.next()) else {

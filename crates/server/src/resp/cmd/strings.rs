@@ -1,10 +1,10 @@
 //! String and counter commands: GET SET GETSET GETDEL DEL EXISTS MGET MSET INCR INCRBY DECR
 //! DECRBY INCRBYFLOAT STRLEN APPEND.
 //!
-//! MSET, and an MGET whose keys are on several shards, are atomic plans (`shard/atomic.rs`):
-//! cut from the batch of commands around them, MSET stores all its keys or none (every argument
-//! checked against the limits first, then memory on every shard) and no MGET sees one half
-//! applied.
+//! MSET, and a DEL or an MGET whose keys are on several shards, are atomic plans
+//! (`shard/atomic.rs`): cut from the batch of commands around them, MSET stores all its keys or
+//! none (every argument checked against the limits first, then memory on every shard), and no
+//! MGET sees an MSET or a DEL half applied.
 
 use directkv_engine::{Op, OpError};
 use directkv_proto::resp::{self, RespWriter, Version};
@@ -36,6 +36,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
+        b"del" | b"unlink" if n >= 3 && on_several_shards(p, &a[1..]) => Planned::Atomic,
         b"del" | b"unlink" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
@@ -151,10 +152,12 @@ fn on_several_shards(p: &Pending, keys: &[&[u8]]) -> bool {
     keys[1..].iter().any(|k| shard_of(k, shards) != first)
 }
 
-/// Runs MSET or a cross-shard MGET (`plan` answered `Planned::Atomic`) into the empty `p`.
+/// Runs MSET, or a DEL or MGET over several shards (`plan` answered `Planned::Atomic`), into
+/// the empty `p`.
 pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) {
     match name {
         b"mset" => mset(ctx, p, v, a).await,
+        b"del" | b"unlink" => del(ctx, p, a).await,
         b"mget" => {
             let first = p.next_op();
             for k in &a[1..] {
@@ -168,6 +171,22 @@ pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[
         }
         _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
     }
+}
+
+/// DEL key [key ...] over several shards: every key deleted at once. A key over the limits
+/// cannot be stored, so it counts as missing, as in a DEL run as one batch.
+async fn del(ctx: &ShardCtx, p: &mut Pending, a: &[&[u8]]) {
+    let first = p.next_op();
+    for k in &a[1..] {
+        if limit_error(&ctx.cfg, k, &[]).is_none() {
+            p.op(&Op::delete(k));
+        }
+    }
+    let n = p.next_op() - first;
+    // Deletes allocate nothing and their keys passed the limits: the plan cannot be refused
+    // but for a shard that is gone, whose keys then count as not found, as in any batch.
+    let _ = atomic::execute(ctx, &mut p.plan).await;
+    p.recipes.push(Recipe::CountFound { first, n });
 }
 
 /// MSET key value [key value ...]: every pair checked against the limits before any is
