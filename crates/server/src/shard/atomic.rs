@@ -215,7 +215,7 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
 pub(crate) async fn read(ctx: &ShardCtx, p: &mut Plan) {
     for _ in 0..READ_TRIES_MAX {
         let before = EPOCH.load(Ordering::SeqCst);
-        if before % 2 == 0 {
+        if before.is_multiple_of(2) {
             dispatch::execute(ctx, p).await;
             if EPOCH.load(Ordering::SeqCst) == before {
                 return;
