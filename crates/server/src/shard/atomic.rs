@@ -184,7 +184,7 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
             return Err(e);
         }
     }
-    EPOCH.fetch_add(1, Ordering::SeqCst);
+    let committing = CommitStep::begin();
     if !own_ops.is_empty() {
         ctx.execute(&own_ops, &mut results);
     }
@@ -192,7 +192,7 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
         // A parked shard keeps its receiver until it decides; a send cannot fail before.
         let _ = decide.send(Decision::Commit);
     }
-    EPOCH.fetch_add(1, Ordering::SeqCst);
+    drop(committing);
     drop(own_ops);
     p.executed(ctx.id, batch, results);
     // Every part is committed; what is left is collecting the other shards' results.
@@ -207,6 +207,23 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
         Ok(())
     } else {
         Err(UNAVAILABLE)
+    }
+}
+
+/// EPOCH odd from `begin` to drop: the even increment happens even if the step unwinds (a
+/// panic in it is a bug, but must not leave every multi-key read retrying for good).
+struct CommitStep;
+
+impl CommitStep {
+    fn begin() -> CommitStep {
+        EPOCH.fetch_add(1, Ordering::SeqCst);
+        CommitStep
+    }
+}
+
+impl Drop for CommitStep {
+    fn drop(&mut self) {
+        EPOCH.fetch_add(1, Ordering::SeqCst);
     }
 }
 
