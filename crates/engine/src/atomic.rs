@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  check(ops)    1. validate every operation (key and value limits): the first error refuses
-//!                2. need[class] = blocks each write may allocate, at most (Table::write_blocks_max)
+//!                2. need[class]: the blocks each write may allocate, at most (write_blocks_max)
 //!                3. trial: allocate need[c] blocks of every class c, largest first, free them all
 //!                   (Table::trial_alloc): one failure refuses with OutOfMemory
 //!  execute(ops)  run next, with nothing in between on this engine: every write finds its blocks
@@ -11,20 +11,26 @@
 //!
 //! Why the trial makes the batch succeed. A write allocates at most its record's block (of the
 //! class of its key and new value, unless it is inline) and one chained bucket; nothing else in
-//! the engine takes slab memory. The bound of each operation is counted (a put's value is its
-//! argument, a cas's its new value; an INCRBY's is at most 20 bytes; an append's, an
-//! INCRBYFLOAT's and an update's are bounded by `value_len_max`, because they depend on the
-//! current value), and a same-key group that the pipeline writes back once allocates at most
-//! what one of its operations would. After the trial, class `c` holds at least `need[c]` free
-//! blocks (in its hot cache or its pool). In the slab allocator (`slab/`), `alloc(c)` takes a
-//! block of class `c` whenever class `c` has one, without splitting a larger block or merging;
-//! it splits a larger class only when class `c` has none, and merges only when that fails too.
-//! Frees only add free blocks. So by induction over the batch's allocations, the `k`-th
-//! allocation of class `c` (k <= need[c]) finds class `c` still holding `need[c] - k + 1 >= 1`
-//! blocks: no allocation of the batch splits, merges or fails, whatever the order of its
-//! allocations and frees. The check is conservative (it counts a chained bucket for every write
-//! and the largest value for computed ones), so near out-of-memory it may refuse a batch that
-//! would have fit; that is Redis's rule too (`-OOM` before a write command runs).
+//! the engine takes slab memory. Each operation gets a bound of that size: a put's value is its
+//! argument, a cas's its new value, an INCRBY's at most 20 bytes, and an append's, an
+//! INCRBYFLOAT's and an update's at most `value_len_max` (they depend on the current value). A
+//! same-key group that the pipeline writes back once stores the value its last writing
+//! operation produced, which that operation's bound covers. So the batch's allocations can be
+//! matched one to one with the trial's blocks, each no larger than its match. The trial's blocks
+//! are free again when the batch starts (freeing pushes a block onto its class's free list as it
+//! is; merging is lazy). Then no allocation of the batch fails, in any order:
+//!
+//! - `SlabAllocator::alloc(c)` is best fit: a free block of class `c` if there is one, else it
+//!   splits one of the smallest larger class that has any; it merges only when both fail.
+//! - Best fit keeps a matching: serving request `c` with block `s` (the smallest free block of
+//!   at least `c`), while the matching gave `c` block `b >= s`, hands `s`'s own match (a request
+//!   of at most `s`, if any) block `b` instead; the others keep theirs. Frees only add blocks.
+//! - So a matched free block of at least `c` exists at every allocation: none fails, and no
+//!   merge (which could join two matched blocks) ever runs.
+//!
+//! The check is conservative (a chained bucket for every write, the largest value for computed
+//! ones), so near out-of-memory it may refuse a batch that would have fit; that is Redis's rule
+//! too (`-OOM` before a write command runs).
 //!
 //! The guarantee holds only if nothing else allocates or frees on this engine between the check
 //! and the batch: `Engine::execute_atomic` does both in one call; a caller that checks and

@@ -1,7 +1,7 @@
 //! `Engine::execute_atomic` is all or nothing (issue 19 item 9): on a store filled to
 //! out-of-memory and then given a little room back, a random multi-put batch (new keys, existing
-//! keys, repeated keys, inline and record values of many classes) is either applied whole, every
-//! put `Ok` and the store equal to the model, or refused with `OutOfMemory` and the store
+//! keys, repeated keys, inline and record values of many classes, a few appends) is either
+//! applied whole, every operation `Ok` and the store equal to the model, or refused with `OutOfMemory` and the store
 //! byte-for-byte what it was (compared as `for_each` dumps).
 //!
 //! ```text
@@ -71,9 +71,15 @@ fn engine(mode: ExecMode) -> Engine {
     Engine::new(cfg).unwrap()
 }
 
-/// Fills an engine to out-of-memory, frees `room` keys, runs a batch of `batch_len` puts
-/// atomically and checks the outcome. Panics on a violation.
-fn run_case(seed: u64, room: usize, batch_len: usize, mode: ExecMode) -> Outcome {
+/// Fills an engine to out-of-memory, frees `room` keys, runs a batch of `batch_len` puts (and
+/// up to `appends_max` appends) atomically and checks the outcome. Panics on a violation.
+fn run_case(
+    seed: u64,
+    room: usize,
+    batch_len: usize,
+    appends_max: usize,
+    mode: ExecMode,
+) -> Outcome {
     let mut rng = Rng(seed | 1);
     let mut e = engine(mode);
     let mut stored: Vec<Vec<u8>> = Vec::new();
@@ -96,26 +102,50 @@ fn run_case(seed: u64, room: usize, batch_len: usize, mode: ExecMode) -> Outcome
     }
     let before = dump(&e);
 
-    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // (key, value, append): a put, or an append of a short suffix, whose stored value the check
+    // can only bound (by value_len_max). At most `appends_max` (5) appends of at most 50 bytes
+    // keep every value within value_len_max, so no operation fails for its own reason.
+    assert!(appends_max <= 5);
+    let mut batch: Vec<(Vec<u8>, Vec<u8>, bool)> = Vec::new();
+    let mut appends = 0;
     for j in 0..batch_len {
         let key = match rng.below(4) {
             0 if !stored.is_empty() => stored[rng.below(stored.len() as u64) as usize].clone(),
             1 if !batch.is_empty() => batch[rng.below(batch.len() as u64) as usize].0.clone(),
             _ => format!("new{j}").into_bytes(),
         };
-        let value = vec![b'a' + (j % 26) as u8; rng.value_len()];
-        batch.push((key, value));
+        let append = appends < appends_max && rng.below(5) == 0;
+        let len = if append {
+            appends += 1;
+            1 + rng.below(50) as usize
+        } else {
+            rng.value_len()
+        };
+        batch.push((key, vec![b'a' + (j % 26) as u8; len], append));
     }
-    let ops: Vec<Op> = batch.iter().map(|(k, v)| Op::put(k, v)).collect();
+    let ops: Vec<Op> = batch
+        .iter()
+        .map(|(k, v, append)| {
+            if *append {
+                Op::append(k, v)
+            } else {
+                Op::put(k, v)
+            }
+        })
+        .collect();
     let mut out = Results::default();
     let outcome = match e.execute_atomic(&ops, &mut out) {
         Ok(()) => {
             for i in 0..ops.len() {
-                assert_eq!(out.status(i), Status::Ok, "put {i} of an applied batch");
+                assert_eq!(out.status(i), Status::Ok, "op {i} of an applied batch");
             }
             let mut model = before;
-            for (k, v) in batch {
-                model.insert(k, v);
+            for (k, v, append) in batch {
+                if append {
+                    model.entry(k).or_default().extend_from_slice(&v);
+                } else {
+                    model.insert(k, v);
+                }
             }
             assert_eq!(dump(&e), model, "the applied batch differs from the model");
             Outcome::Applied
@@ -138,10 +168,11 @@ proptest! {
         seed in any::<u64>(),
         room in 0usize..40,
         batch_len in 1usize..48,
+        appends_max in 0usize..=5,
         stall in any::<bool>(),
     ) {
         let mode = if stall { ExecMode::Stall } else { ExecMode::Forward };
-        run_case(seed, room, batch_len, mode);
+        run_case(seed, room, batch_len, appends_max, mode);
     }
 }
 
@@ -152,7 +183,13 @@ fn near_out_of_memory_some_batches_fit_and_some_do_not() {
     for seed in 0..24u64 {
         let room = (seed as usize * 7) % 40;
         let batch_len = 1 + (seed as usize * 13) % 40;
-        match run_case(seed * 0x9e37_79b9 + 1, room, batch_len, ExecMode::Forward) {
+        match run_case(
+            seed * 0x9e37_79b9 + 1,
+            room,
+            batch_len,
+            0,
+            ExecMode::Forward,
+        ) {
             Outcome::Applied => applied += 1,
             Outcome::Refused => refused += 1,
         }

@@ -836,8 +836,8 @@ impl Table {
 
     /// Allocates `need[c]` blocks of every class `c`, largest class first, then frees them all
     /// again (`taken` is scratch space). Returns whether every allocation succeeded. The table's
-    /// contents are untouched either way; afterwards every class `c` has at least `need[c]` free
-    /// blocks when it returned true (see `crate::atomic` for why that makes a batch succeed).
+    /// contents are untouched either way; when it returned true, those blocks are free as they
+    /// were taken (see `crate::atomic` for why that makes a batch within them succeed).
     pub fn trial_alloc(
         &mut self,
         need: &[u32; CLASS_COUNT_MAX],
