@@ -53,6 +53,8 @@ pub struct Engine {
     index_bytes: usize,
     /// Run the x86-64-v3 build of the pipeline (the CPU has AVX2, BMI1/2, LZCNT, POPCNT).
     wide: bool,
+    /// Blocks taken by the trial allocation of `check_atomic` (scratch, reused).
+    trial: Vec<(u32, u8)>,
 }
 
 impl Engine {
@@ -152,6 +154,7 @@ impl Engine {
             mode: cfg.mode,
             wide: crate::simd::wide_cpu(),
             index_bytes,
+            trial: Vec::new(),
         })
     }
 
@@ -175,6 +178,25 @@ impl Engine {
             return;
         }
         p.execute(ops, out);
+    }
+
+    /// Runs `ops` all or nothing: when every operation is within the limits and every block
+    /// their writes may need is free, runs the batch into `out` and returns `Ok`; otherwise
+    /// returns the first limit error or `OutOfMemory` and changes nothing (`crate::atomic` says
+    /// why a batch that passed the check cannot run out of memory). Operations may still fail
+    /// for their own reasons (an INCRBY of a value that is not a number), as in a Redis
+    /// transaction; puts, deletes and cas cannot.
+    pub fn execute_atomic(&mut self, ops: &[Op], out: &mut Results) -> Result<(), OpError> {
+        self.check_atomic(ops)?;
+        self.execute(ops, out);
+        Ok(())
+    }
+
+    /// The check of [`Engine::execute_atomic`] alone, for a caller that must answer "fits"
+    /// before it is told to execute (a shard's part of a cross-shard write). `execute(ops)`
+    /// then stores every write, provided nothing else ran on this engine in between.
+    pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
+        crate::atomic::check(&mut self.table, &self.limits, ops, &mut self.trial)
     }
 
     /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),

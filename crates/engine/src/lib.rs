@@ -21,6 +21,7 @@
 //!   apply.rs     what one operation does to one value (the file to edit to add an operation)
 //!   arena.rs slab/ index/   the one mapping; the allocator; the hash table (index/bucket.rs)
 //!   pipeline/    batches: windows, the reservation station, the station-free roads, retiring
+//!   atomic.rs    the all-or-nothing check of a batch (limits, then a trial allocation)
 //!   config.rs stats.rs engine.rs   configuration and tuning; counters; `Engine`, the one door
 //! ```
 //!
@@ -35,6 +36,7 @@
 // RESP server shares). Everything else is private to the crate.
 mod apply;
 mod arena;
+mod atomic;
 mod config;
 pub mod engine;
 mod error;

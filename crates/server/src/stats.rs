@@ -60,6 +60,12 @@ pub(crate) struct ServerStats {
     pub(crate) accept_errors: AtomicU64,
     /// Connections closed after `timeout` seconds without input (`accept::read_more`).
     pub(crate) idle_timeouts: AtomicU64,
+    /// Atomic plans (multi-key writes, `shard/atomic.rs`) that spanned several shards.
+    pub(crate) atomic_cross_shard: AtomicU64,
+    /// Atomic plans refused whole: an argument over a limit, or out of memory (issue 19 item 9).
+    pub(crate) atomic_refused: AtomicU64,
+    /// Multi-key reads run again because a cross-shard atomic plan committed meanwhile.
+    pub(crate) atomic_read_retries: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -383,6 +389,30 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Client connections closed after `timeout` seconds without input.",
         |s| s.idle_timeouts.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_cross_shard",
+        "directkv_atomic_cross_shard_total",
+        Kind::Counter,
+        "Multi-key writes run all or nothing across several shards.",
+        |s| s.atomic_cross_shard.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_refused",
+        "directkv_atomic_refused_total",
+        Kind::Counter,
+        "Multi-key writes refused whole (an argument over a limit, or out of memory).",
+        |s| s.atomic_refused.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "atomic_read_retries",
+        "directkv_atomic_read_retries_total",
+        Kind::Counter,
+        "Multi-key reads run again because a cross-shard write committed meanwhile.",
+        |s| s.atomic_read_retries.load(Ordering::Relaxed),
     ),
 ];
 

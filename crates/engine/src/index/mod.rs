@@ -28,7 +28,7 @@ use crate::arena::Arena;
 use crate::error::OpError;
 use crate::hash::{bucket_bits, secondary_hash};
 use crate::simd::ByteMatch;
-use crate::slab::{class_size_bytes, SlabAllocator, SLAB_UNIT_BYTES};
+use crate::slab::{class_size_bytes, SlabAllocator, CLASS_COUNT_MAX, SLAB_UNIT_BYTES};
 use bucket::{code, Bucket, INLINE_BYTES_MAX};
 
 /// Slab class of a chained bucket (64 bytes).
@@ -810,6 +810,57 @@ impl Table {
             *self.bucket_mut(loc.bucket) = b;
             acc.write(loc.bucket, LINE_BYTES);
         }
+    }
+
+    /// Adds to `need` (blocks per slab class) what one write of a key-value of these lengths
+    /// may allocate, at most: its record's block unless it is stored inline, and one chained
+    /// bucket in case no bucket of its chain has room (`insert_new` allocates nothing else, and
+    /// `rewrite_in_place` nothing at all). Fails as `insert_new` would for a key-value larger
+    /// than the top class.
+    pub fn write_blocks_max(
+        &self,
+        klen: usize,
+        vlen: usize,
+        need: &mut [u32; CLASS_COUNT_MAX],
+    ) -> Result<(), OpError> {
+        need[usize::from(CHAIN_CLASS)] += 1;
+        if !self.is_inline(klen, vlen) {
+            let l = record::layout(klen, vlen, self.top_class).ok_or(OpError::ValueTooLarge {
+                len: vlen,
+                max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - klen,
+            })?;
+            need[usize::from(l.class)] += 1;
+        }
+        Ok(())
+    }
+
+    /// Allocates `need[c]` blocks of every class `c`, largest class first, then frees them all
+    /// again (`taken` is scratch space). Returns whether every allocation succeeded. The table's
+    /// contents are untouched either way; when it returned true, those blocks are free as they
+    /// were taken (see `crate::atomic` for why that makes a batch within them succeed).
+    pub fn trial_alloc(
+        &mut self,
+        need: &[u32; CLASS_COUNT_MAX],
+        taken: &mut Vec<(u32, u8)>,
+    ) -> bool {
+        taken.clear();
+        let mut fits = true;
+        'classes: for class in (0..=self.top_class).rev() {
+            for _ in 0..need[usize::from(class)] {
+                match self.slab.alloc(class) {
+                    Some(addr) => taken.push((addr, class)),
+                    None => {
+                        fits = false;
+                        break 'classes;
+                    }
+                }
+            }
+        }
+        for &(addr, class) in taken.iter() {
+            self.slab.free(addr, class);
+        }
+        taken.clear();
+        fits
     }
 
     /// Histogram of chain lengths (buckets per chain, index 0 = main bucket only); scans the

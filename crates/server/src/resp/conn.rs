@@ -222,6 +222,11 @@ async fn parse_commands(
                         counted = count_commands(ctx, count, counted);
                         cmd::server::barrier(ctx, session.version, a, out).await;
                     }
+                    Planned::Atomic => {
+                        run(ctx, pending, session.version, out).await;
+                        pending.clear();
+                        cmd::atomic(ctx, pending, session.version, a, out).await;
+                    }
                 }
                 if session.quit {
                     break;

@@ -83,7 +83,7 @@ impl Plan {
     }
 
     /// Takes shard `s`'s batch and a results buffer to run it into (the last one, reused).
-    fn take_for_execution(&mut self, s: usize) -> (OwnedBatch, Results) {
+    pub(super) fn take_for_execution(&mut self, s: usize) -> (OwnedBatch, Results) {
         (
             std::mem::take(&mut self.batches[s]),
             self.results[s].take().unwrap_or_default(),
@@ -91,7 +91,7 @@ impl Plan {
     }
 
     /// Puts back what `take_for_execution` took, with the results filled in.
-    fn executed(&mut self, s: usize, batch: OwnedBatch, results: Results) {
+    pub(super) fn executed(&mut self, s: usize, batch: OwnedBatch, results: Results) {
         self.batches[s] = batch;
         self.results[s] = Some(results);
     }

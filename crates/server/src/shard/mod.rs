@@ -17,6 +17,7 @@
 //! that live on a shard's thread are [`ShardTask`]s handed over at spawn, so adding one (an
 //! expiry sweeper, a persistence log writer) needs no edit here.
 
+pub(crate) mod atomic;
 pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
@@ -59,6 +60,20 @@ pub(crate) enum Job {
     Report {
         reply: oneshot::Sender<directkv_engine::Report>,
     },
+    /// Run `batch` all or nothing (`atomic.rs`: a plan whose keys are all on this shard) and
+    /// send it back with its results and outcome.
+    Atomic {
+        batch: OwnedBatch,
+        results: Results,
+        reply: oneshot::Sender<(OwnedBatch, Results, Result<(), directkv_engine::OpError>)>,
+    },
+    /// Check `batch`, answer, and park this shard until the coordinator of a cross-shard
+    /// atomic plan commits or aborts (`atomic.rs`).
+    Hold {
+        batch: OwnedBatch,
+        results: Results,
+        channels: atomic::HoldChannels,
+    },
 }
 
 /// A service that lives on a shard's thread next to its connections: given the shard's
@@ -96,6 +111,24 @@ impl ShardCtx {
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
         self.engine.borrow_mut().execute(ops, results);
+    }
+
+    /// Runs `ops` all or nothing (`Engine::execute_atomic`): the atomic plans' door, which
+    /// executes through the engine's same `execute` after a check that changes no key.
+    pub(crate) fn execute_atomic(
+        &self,
+        ops: &[Op<'_>],
+        results: &mut Results,
+    ) -> Result<(), directkv_engine::OpError> {
+        self.check_atomic(ops)?;
+        self.execute(ops, results);
+        Ok(())
+    }
+
+    /// Whether `execute(ops)` would store every write (`Engine::check_atomic`), provided
+    /// nothing else runs on this shard in between.
+    pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
+        self.engine.borrow_mut().check_atomic(ops)
     }
 
     /// Keys stored in this shard.
@@ -242,6 +275,16 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
             Job::Report { reply } => {
                 let _ = reply.send(ctx.report());
             }
+            Job::Atomic {
+                batch,
+                results,
+                reply,
+            } => atomic::run_job(&ctx, batch, results, reply),
+            Job::Hold {
+                batch,
+                results,
+                channels,
+            } => atomic::hold(&ctx, batch, results, channels),
         }
     }
 }

@@ -69,6 +69,9 @@ pub enum Planned {
     Queued,
     /// Needs all shards: run pending commands first, then call `server::barrier`.
     Barrier,
+    /// A multi-key command that runs all or nothing (`shard/atomic.rs`): run pending commands
+    /// first, then it alone with [`atomic`].
+    Atomic,
 }
 
 /// The longest command name looked up; a longer one is an unknown command (Redis's longest is
@@ -133,6 +136,21 @@ pub fn plan(
     let msg = resp::err_unknown_command(args[0], args[1..].iter().copied());
     p.immediate(|o| RespWriter::new(o, v).error_bytes(&msg));
     Planned::Queued
+}
+
+/// Runs a command that `plan` answered [`Planned::Atomic`] for, into the emptied `p`, and
+/// appends its reply.
+pub(crate) async fn atomic(
+    ctx: &crate::shard::ShardCtx,
+    p: &mut Pending,
+    v: Version,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let lowered = Name::lower(args[0]);
+    strings::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    crate::resp::reply::render(p, v, out, &ctx.stats);
+    p.clear();
 }
 
 /// Writes an arity error and returns `Queued` (`name`: a command name, ASCII).

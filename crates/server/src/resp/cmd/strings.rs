@@ -1,11 +1,19 @@
 //! String and counter commands: GET SET GETSET GETDEL DEL EXISTS MGET MSET INCR INCRBY DECR
 //! DECRBY INCRBYFLOAT STRLEN APPEND.
+//!
+//! MSET, and a DEL or an MGET whose keys are on several shards, are atomic plans
+//! (`shard/atomic.rs`): cut from the batch of commands around them, MSET stores all its keys or
+//! none (every argument checked against the limits first, then memory on every shard), and no
+//! MGET sees an MSET or a DEL half applied.
 
-use directkv_engine::Op;
-use directkv_proto::resp::{self, Version};
+use directkv_engine::{Op, OpError};
+use directkv_proto::resp::{self, RespWriter, Version};
 
-use super::{arity, error, parse_int, Planned};
+use super::{arity, error, op_error_text, parse_int, Planned};
+use crate::config::ServerConfig;
 use crate::resp::reply::{Pending, Recipe};
+use crate::shard::dispatch::shard_of;
+use crate::shard::{atomic, ShardCtx};
 
 pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Planned> {
     let n = a.len();
@@ -28,6 +36,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
+        b"del" | b"unlink" if n >= 3 && on_several_shards(p, &a[1..]) => Planned::Atomic,
         b"del" | b"unlink" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
@@ -44,6 +53,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::CountFound { first, n: n - 1 });
             Planned::Queued
         }
+        b"mget" if n >= 3 && on_several_shards(p, &a[1..]) => Planned::Atomic,
         b"mget" if n >= 2 => {
             let first = p.next_op();
             for k in &a[1..] {
@@ -52,17 +62,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::Values { first, n: n - 1 });
             Planned::Queued
         }
-        b"mset" if n >= 3 && n % 2 == 1 => {
-            let first = p.next_op();
-            for kv in a[1..].chunks(2) {
-                p.op(&Op::put(kv[0], kv[1]));
-            }
-            p.recipes.push(Recipe::AllOk {
-                first,
-                n: (n - 1) / 2,
-            });
-            Planned::Queued
-        }
+        b"mset" if n >= 3 && n % 2 == 1 => Planned::Atomic,
         b"incr" | b"decr" if n == 2 => incr(p, a[1], if name == b"incr" { 1 } else { -1 }),
         b"incrby" | b"decrby" if n == 3 => match parse_int(a[2]) {
             Some(d) if name == b"incrby" => incr(p, a[1], d),
@@ -140,4 +140,103 @@ fn set(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         });
     }
     Planned::Queued
+}
+
+/// Whether `keys` belong to more than one shard.
+fn on_several_shards(p: &Pending, keys: &[&[u8]]) -> bool {
+    let shards = p.plan.batches.len();
+    if shards == 1 {
+        return false;
+    }
+    let first = shard_of(keys[0], shards);
+    keys[1..].iter().any(|k| shard_of(k, shards) != first)
+}
+
+/// Runs MSET, or a DEL or MGET over several shards (`plan` answered `Planned::Atomic`), into
+/// the empty `p`.
+pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) {
+    match name {
+        b"mset" => mset(ctx, p, v, a).await,
+        b"del" | b"unlink" => del(ctx, p, a).await,
+        b"mget" => {
+            let first = p.next_op();
+            for k in &a[1..] {
+                p.op(&Op::get(k));
+            }
+            p.recipes.push(Recipe::Values {
+                first,
+                n: a.len() - 1,
+            });
+            atomic::read(ctx, &mut p.plan).await;
+        }
+        _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
+    }
+}
+
+/// DEL key [key ...] over several shards: every key deleted at once. A key over the limits
+/// cannot be stored, so it counts as missing, as in a DEL run as one batch.
+async fn del(ctx: &ShardCtx, p: &mut Pending, a: &[&[u8]]) {
+    let first = p.next_op();
+    for k in &a[1..] {
+        if limit_error(&ctx.cfg, k, &[]).is_none() {
+            p.op(&Op::delete(k));
+        }
+    }
+    let n = p.next_op() - first;
+    // Deletes allocate nothing and their keys passed the limits: the plan cannot be refused
+    // but for a shard that is gone, whose keys then count as not found, as in any batch.
+    let _ = atomic::execute(ctx, &mut p.plan).await;
+    p.recipes.push(Recipe::CountFound { first, n });
+}
+
+/// MSET key value [key value ...]: every pair checked against the limits before any is
+/// planned, then all stored or none (`shard/atomic.rs`).
+async fn mset(ctx: &ShardCtx, p: &mut Pending, v: Version, a: &[&[u8]]) {
+    let pairs = a[1..].chunks_exact(2);
+    if let Some(e) = pairs
+        .clone()
+        .find_map(|kv| limit_error(&ctx.cfg, kv[0], kv[1]))
+    {
+        ctx.stats
+            .atomic_refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        refuse(p, v, &e);
+        return;
+    }
+    let first = p.next_op();
+    for kv in pairs {
+        p.op(&Op::put(kv[0], kv[1]));
+    }
+    match atomic::execute(ctx, &mut p.plan).await {
+        Ok(()) => p.recipes.push(Recipe::AllOk {
+            first,
+            n: (a.len() - 1) / 2,
+        }),
+        Err(e) => refuse(p, v, &e),
+    }
+}
+
+fn refuse(p: &mut Pending, v: Version, e: &OpError) {
+    let text = op_error_text(e);
+    p.immediate(|o| RespWriter::new(o, v).error(&text));
+}
+
+/// The error a SET of `key` and `value` would get for a limit (the engine's own check, made
+/// before anything is planned).
+fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<OpError> {
+    if key.is_empty() {
+        Some(OpError::KeyEmpty)
+    } else if key.len() > cfg.key_len_max {
+        Some(OpError::KeyTooLong {
+            len: key.len(),
+            max: cfg.key_len_max,
+        })
+    } else if value.len() > cfg.value_len_max {
+        Some(OpError::ValueTooLarge {
+            len: value.len(),
+            max: cfg.value_len_max,
+        })
+    } else {
+        None
+    }
 }

@@ -1,0 +1,84 @@
+//! All-or-nothing batches: the check that lets a multi-key write (MSET; MSETNX, COPY and
+//! MULTI/EXEC after issue 20) be refused whole instead of applied in part (issue 19 item 9).
+//!
+//! ```text
+//!  check(ops)    1. validate every operation (key and value limits): the first error refuses
+//!                2. need[class]: the blocks each write may allocate, at most (write_blocks_max)
+//!                3. trial: allocate need[c] blocks of every class c, largest first, free them all
+//!                   (Table::trial_alloc): one failure refuses with OutOfMemory
+//!  execute(ops)  run next, with nothing in between on this engine: every write finds its blocks
+//! ```
+//!
+//! Why the trial makes the batch succeed. A write allocates at most its record's block (of the
+//! class of its key and new value, unless it is inline) and one chained bucket; nothing else in
+//! the engine takes slab memory. Each operation gets a bound of that size: a put's value is its
+//! argument, a cas's its new value, an INCRBY's at most 20 bytes, and an append's, an
+//! INCRBYFLOAT's and an update's at most `value_len_max` (they depend on the current value). A
+//! same-key group that the pipeline writes back once stores the value its last writing
+//! operation produced, which that operation's bound covers. So the batch's allocations can be
+//! matched one to one with the trial's blocks, each no larger than its match. The trial's blocks
+//! are free again when the batch starts (freeing pushes a block onto its class's free list as it
+//! is; merging is lazy). Then no allocation of the batch fails, in any order:
+//!
+//! - `SlabAllocator::alloc(c)` is best fit: a free block of class `c` if there is one, else it
+//!   splits one of the smallest larger class that has any; it merges only when both fail.
+//! - Best fit keeps a matching: serving request `c` with block `s` (the smallest free block of
+//!   at least `c`), while the matching gave `c` block `b >= s`, hands `s`'s own match (a request
+//!   of at most `s`, if any) block `b` instead; the others keep theirs. Frees only add blocks.
+//! - So a matched free block of at least `c` exists at every allocation: none fails, and no
+//!   merge (which could join two matched blocks) ever runs.
+//!
+//! The check is conservative (a chained bucket for every write, the largest value for computed
+//! ones), so near out-of-memory it may refuse a batch that would have fit; that is Redis's rule
+//! too (`-OOM` before a write command runs).
+//!
+//! The guarantee holds only if nothing else allocates or frees on this engine between the check
+//! and the batch: `Engine::execute_atomic` does both in one call; a caller that checks and
+//! executes separately (a shard holding its part of a cross-shard write) must run nothing on the
+//! engine in between.
+//!
+//! Non-goals: rolling back operations that fail for their own reasons (an INCR of a value that
+//! is not a number fails alone, as in a Redis transaction); exactness near out-of-memory.
+
+use crate::config::Limits;
+use crate::error::OpError;
+use crate::index::Table;
+use crate::op::{Op, OpKind};
+use crate::slab::CLASS_COUNT_MAX;
+
+/// Longest value an INCRBY writes: an i64 in decimal ("-9223372036854775808").
+const INCR_VALUE_BYTES_MAX: usize = 20;
+
+/// Whether the whole batch `ops` will be stored (see the module comment): `Ok` when every
+/// operation is within the limits and every block its writes may need is free; otherwise the
+/// first operation's limit error, or `OutOfMemory`. Leaves the store's contents unchanged.
+pub(crate) fn check(
+    table: &mut Table,
+    limits: &Limits,
+    ops: &[Op],
+    taken: &mut Vec<(u32, u8)>,
+) -> Result<(), OpError> {
+    for op in ops {
+        crate::apply::validate(op, limits)?;
+    }
+    let mut need = [0u32; CLASS_COUNT_MAX];
+    for op in ops {
+        let vlen = match op.kind {
+            OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
+            OpKind::Cas => op.arg2.len(),
+            OpKind::IncrBy => INCR_VALUE_BYTES_MAX,
+            OpKind::Get | OpKind::Delete | OpKind::Reduce | OpKind::Filter => continue,
+            OpKind::Append
+            | OpKind::IncrByFloat
+            | OpKind::UpdateS2S
+            | OpKind::UpdateS2V
+            | OpKind::UpdateV2V => limits.value_len_max,
+        };
+        table.write_blocks_max(op.key.len(), vlen, &mut need)?;
+    }
+    if table.trial_alloc(&need, taken) {
+        Ok(())
+    } else {
+        Err(OpError::OutOfMemory)
+    }
+}
