@@ -43,6 +43,12 @@ pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 pub const BUSY_POLL_US_DEFAULT: u64 = 100;
 /// The longest busy-poll window accepted (one second).
 pub const BUSY_POLL_US_MAX: u64 = 1_000_000;
+/// Bytes all client buffers together (input, replies, per-connection results) may hold before
+/// the largest clients are disconnected: 256 MiB, the headroom over the arena the soak test
+/// allows the whole process (issue 19), so that clients cannot take the machine's memory. Like
+/// Redis's `maxmemory-clients` (whose default is off), but on by default: directkv's arena is
+/// fixed, so client buffers are the one part of its memory that clients control.
+pub const MAXMEMORY_CLIENTS_DEFAULT: usize = 256 << 20;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -95,6 +101,9 @@ pub struct ServerConfig {
     /// Expected key + value bytes and target memory utilization, for the engine's tuning.
     pub expected_kv_bytes: usize,
     pub target_utilization: f64,
+    /// Bytes all client buffers together may hold (see `MAXMEMORY_CLIENTS_DEFAULT`); past it
+    /// the clients holding the most are disconnected first. 0 = no limit.
+    pub maxmemory_clients: usize,
 }
 
 impl Default for ServerConfig {
@@ -126,6 +135,7 @@ impl Default for ServerConfig {
             ocsm_datagram_bytes_max: directkv_proto::ocsm::DATAGRAM_BYTES_MAX_DEFAULT,
             expected_kv_bytes: 32,
             target_utilization: 0.5,
+            maxmemory_clients: MAXMEMORY_CLIENTS_DEFAULT,
         }
     }
 }
