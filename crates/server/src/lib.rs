@@ -42,6 +42,7 @@
 
 mod accept;
 mod admin;
+mod clients;
 pub mod config;
 mod log_limit;
 mod native;

@@ -51,6 +51,8 @@ pub(crate) struct ServerStats {
     pub(crate) ocsm: OcsmStats,
     /// The last sample of INFO's `instantaneous_ops_per_sec` (not a counter: no row).
     pub(crate) ops_sample: std::sync::Mutex<OpsSample>,
+    /// Live client connections and the bytes their buffers hold (`clients.rs`, issue 19).
+    pub(crate) clients: crate::clients::Clients,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -342,6 +344,30 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Times a shard stopped busy polling after busy_poll_us without a request.",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "client_buffer_bytes",
+        "directkv_client_buffer_bytes",
+        Kind::Gauge,
+        "Bytes all client connections' buffers hold (input, replies, results), as checked against maxmemory_clients.",
+        |s| s.clients.bytes() as u64,
+    ),
+    server(
+        "Clients",
+        "client_buffer_bytes_peak",
+        "directkv_client_buffer_bytes_peak",
+        Kind::Gauge,
+        "The highest client_buffer_bytes since start-up.",
+        |s| s.clients.bytes_peak() as u64,
+    ),
+    server(
+        "Clients",
+        "evicted_clients",
+        "directkv_evicted_clients_total",
+        Kind::Counter,
+        "Client connections closed because all clients' buffers passed maxmemory_clients (largest first).",
+        |s| s.clients.evicted(),
     ),
 ];
 

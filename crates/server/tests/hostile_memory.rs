@@ -113,12 +113,12 @@ fn the_largest_client_is_disconnected_first_at_maxmemory_clients() {
     });
     let mut small = Client::connect(&srv);
     assert_eq!(small.cmd(&["SET", "a", "1"]), ok());
-    // A medium client half-way through a 4 MiB SET.
+    // A medium client half-way through a 1 MiB SET.
     let mut medium = Client::connect(&srv);
-    medium.send_raw(format!("*3\r\n$3\r\nSET\r\n$1\r\nm\r\n${}\r\n", 4 * MIB).as_bytes());
-    medium.send_raw(&vec![b'm'; 2 * MIB]);
+    medium.send_raw(format!("*3\r\n$3\r\nSET\r\n$1\r\nm\r\n${MIB}\r\n").as_bytes());
+    medium.send_raw(&vec![b'm'; MIB / 2]);
     let mut probe = Client::connect(&srv);
-    wait_for(&mut probe, "client_buffer_bytes", |b| b >= 2 * MIB as u64);
+    wait_for(&mut probe, "client_buffer_bytes", |b| b >= MIB as u64 / 2);
     // A large one announces 60 MiB and sends 24: past the cap, it is the one to go.
     let mut large = TcpStream::connect(srv.addr()).unwrap();
     large.set_write_timeout(Some(DEADLINE)).unwrap();
@@ -142,7 +142,7 @@ fn the_largest_client_is_disconnected_first_at_maxmemory_clients() {
     assert!(held <= 16 * MIB as u64, "clients hold {held} bytes");
     // The small and the medium clients were left alone and still work.
     assert_eq!(small.cmd(&["GET", "a"]), common::bulk("1"));
-    medium.send_raw(&vec![b'm'; 2 * MIB]);
+    medium.send_raw(&vec![b'm'; MIB / 2]);
     medium.send_raw(b"\r\n");
     assert_eq!(medium.read(), ok());
     srv.stop();
