@@ -92,12 +92,13 @@ fn buffers_shrink_back_once_a_large_request_is_done() {
     // Both connections are idle now: their input, output and results buffers are back to a
     // small capacity (the registry holds a few times READ_CHUNK_BYTES per connection).
     let mut probe = Client::connect(&srv);
-    let idle = wait_for(&mut probe, "client_buffer_bytes", |b| {
-        b <= 3 * 512 << 10
-    });
+    let idle = wait_for(&mut probe, "client_buffer_bytes", |b| b <= 3 * 512 << 10);
     assert!(idle <= 3 * 512 << 10, "idle clients hold {idle} bytes");
     let peak = info_field(&mut probe, "client_buffer_bytes_peak");
-    assert!(peak >= 40 * MIB as u64, "the peak saw the large replies: {peak}");
+    assert!(
+        peak >= 40 * MIB as u64,
+        "the peak saw the large replies: {peak}"
+    );
     // And they still work.
     assert_eq!(resp.cmd(&["PING"]), Reply::Simple("PONG".into()));
     native.write_all(&gets(2, 1)).unwrap();
@@ -179,13 +180,18 @@ fn a_udp_request_whose_reply_does_not_fit_is_answered_within_its_size() {
     let mut c = Client::connect(&srv);
     assert_eq!(c.cmd(&["SET", "k", "abcdef"]), ok());
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     sock.connect(srv.addr()).unwrap();
     let req = gets(41, 100);
     sock.send(&req).unwrap();
     let mut buf = vec![0u8; 65536];
     let n = sock.recv(&mut buf).expect("an answer, not silence");
-    assert!(n <= req.len(), "reply {n} bytes for a {}-byte request", req.len());
+    assert!(
+        n <= req.len(),
+        "reply {n} bytes for a {}-byte request",
+        req.len()
+    );
     let f = decode_response_datagram(&buf[..n], &NativeLimits::DEFAULT).unwrap();
     assert_eq!(f.request_id, 41);
     match f.body {

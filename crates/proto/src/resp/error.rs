@@ -54,9 +54,7 @@ impl fmt::Display for ProtocolError {
             Self::ExpectedDollar(byte) => write!(f, "expected '$', got '{}'", ShownByte(*byte)),
             Self::InlineTooBig => f.write_str("too big inline request"),
             Self::UnbalancedQuotes => f.write_str("unbalanced quotes in request"),
-            Self::UnauthenticatedMultibulkLength => {
-                f.write_str("unauthenticated multibulk length")
-            }
+            Self::UnauthenticatedMultibulkLength => f.write_str("unauthenticated multibulk length"),
             Self::UnauthenticatedBulkLength => f.write_str("unauthenticated bulk length"),
             Self::ReplyTypeUnknown(byte) => write!(f, "unknown reply type '{}'", ShownByte(*byte)),
             Self::ReplyLengthInvalid => f.write_str("invalid reply length"),

@@ -68,7 +68,13 @@ pub(crate) fn serve(
 
 /// Encodes an error frame no larger than `max` bytes: its message is cut (at a character
 /// boundary) to fit, and nothing is written when even an empty message would not.
-fn error_within(request_id: u32, e: ErrorReply<'_>, max: usize, limits: &NativeLimits, out: &mut Vec<u8>) {
+fn error_within(
+    request_id: u32,
+    e: ErrorReply<'_>,
+    max: usize,
+    limits: &NativeLimits,
+    out: &mut Vec<u8>,
+) {
     let start = out.len();
     let mut message = e.message;
     loop {
@@ -166,5 +172,31 @@ fn answer(
                 error_within(id, e, datagram.len(), limits, out);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_frames_are_cut_to_the_request_size_or_not_sent() {
+        let limits = NativeLimits::DEFAULT.for_udp();
+        let e = ErrorReply {
+            code: ErrorCode::Truncated.code(),
+            closing: false,
+            op_index: None,
+            message: "a message far longer than the datagram it answers, é at the end",
+        };
+        for max in [17usize, 18, 30, 40, 200] {
+            let mut out = Vec::new();
+            error_within(5, e, max, &limits, &mut out);
+            assert!(!out.is_empty() && out.len() <= max, "{max}: {}", out.len());
+            let f = native::decode_response_datagram(&out, &limits).unwrap();
+            assert!(matches!(f.body, Response::Error(r) if e.message.starts_with(r.message)));
+        }
+        let mut out = Vec::new();
+        error_within(5, e, 16, &limits, &mut out);
+        assert!(out.is_empty(), "an error frame has at least 17 bytes");
     }
 }
