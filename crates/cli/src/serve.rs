@@ -75,6 +75,14 @@ pub struct ServeFlags {
     /// "-ERR max number of clients reached" (default 10000).
     #[arg(long)]
     connections_max: Option<usize>,
+    /// Memory all client buffers (input, replies, results) may hold together, e.g. 256M
+    /// (default 256M; 0 = no limit); past it the clients holding the most are disconnected.
+    #[arg(long, value_parser = parse_bytes)]
+    maxmemory_clients: Option<usize>,
+    /// Reply data one request may produce per shard, e.g. 64M (default 64M, at least the
+    /// largest value); operations past it get an error and writes among them are not applied.
+    #[arg(long, value_parser = parse_bytes)]
+    results_bytes_max: Option<usize>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -166,6 +174,12 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(n) = f.connections_max {
         cfg.connections_max = n;
+    }
+    if let Some(b) = f.maxmemory_clients {
+        cfg.maxmemory_clients = b;
+    }
+    if let Some(b) = f.results_bytes_max {
+        cfg.results_bytes_max = b;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

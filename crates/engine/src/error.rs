@@ -3,9 +3,8 @@
 //! Every variant has a stable one-byte code (`OpError::code`) so the wire protocols can carry it
 //! without knowing the engine's types, and a message that says what was wrong.
 
-/// Why an operation failed. An operation that fails leaves the store unchanged, with one
-/// exception: `ReplyTooLarge` refuses an operation's reply data after it ran, so a write that
-/// gets it (an update returning the original value) was applied.
+/// Why an operation failed. An operation that fails leaves the store unchanged; that includes
+/// `ReplyTooLarge`: a write whose reply data would pass the budget is not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {
     #[error("key is empty")]

@@ -259,6 +259,8 @@ pub struct Results {
     /// The batch's `results_bytes_max` (set by `reset`): `data.len()` stays at or below it
     /// between operations, so every offset fits a `u32`.
     bytes_max: usize,
+    /// The caller's cap on `bytes_max` (`set_bytes_cap`; 0: none).
+    bytes_cap: usize,
 }
 
 const PENDING: OpResult = OpResult {
@@ -273,6 +275,7 @@ impl Results {
             items: Vec::with_capacity(ops),
             data: Vec::with_capacity(data_bytes),
             bytes_max: 0,
+            bytes_cap: 0,
         }
     }
 
@@ -302,6 +305,10 @@ impl Results {
     /// `u32::MAX`, checked when the engine is built).
     pub(crate) fn reset(&mut self, n: usize, bytes_max: usize) {
         debug_assert!(bytes_max <= u32::MAX as usize);
+        let bytes_max = match self.bytes_cap {
+            0 => bytes_max,
+            cap => bytes_max.min(cap),
+        };
         self.bytes_max = bytes_max;
         self.items.clear();
         self.data.clear();
@@ -315,12 +322,6 @@ impl Results {
     #[inline]
     pub(crate) fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.data
-    }
-
-    /// Appends reply bytes.
-    #[inline(always)]
-    pub(crate) fn push_data(&mut self, v: &[u8]) {
-        push_small(&mut self.data, v);
     }
 
     #[inline]
@@ -377,6 +378,50 @@ impl Results {
 }
 
 impl Results {
+    /// True when the data appended so far is past the batch's budget: the operation being
+    /// finished will be refused (`ReplyTooLarge`), so a write must not be applied.
+    #[inline]
+    pub(crate) fn past_budget(&self) -> bool {
+        self.data.len() > self.bytes_max
+    }
+
+    /// Result `i` was refused for the results budget.
+    #[inline(always)]
+    pub(crate) fn refused(&self, i: usize) -> bool {
+        matches!(
+            self.items[i].status,
+            Status::Error(OpError::ReplyTooLarge { .. })
+        )
+    }
+
+    /// Limits the data of every batch run into this buffer to `bytes` (0: the engine's
+    /// `results_bytes_max` alone), below the engine's own budget: a caller whose reply has a
+    /// smaller bound (a UDP datagram) gets `ReplyTooLarge` past it instead of a buffer grown
+    /// for data it could not send.
+    pub fn set_bytes_cap(&mut self, bytes: usize) {
+        self.bytes_cap = bytes;
+    }
+
+    /// Bytes this buffer holds allocated (results and data), for the server's accounting of
+    /// client memory.
+    pub fn capacity_bytes(&self) -> usize {
+        self.data.capacity() + self.items.capacity() * size_of::<OpResult>()
+    }
+
+    /// Forgets the results and gives back all but `bytes` of the data's capacity (and as much
+    /// of the result list): a buffer that once held a large batch does not keep it.
+    pub fn release(&mut self, bytes: usize) {
+        self.items.clear();
+        self.data.clear();
+        if self.data.capacity() > bytes {
+            self.data.shrink_to(bytes);
+        }
+        let items = bytes / size_of::<OpResult>();
+        if self.items.capacity() > items {
+            self.items.shrink_to(items);
+        }
+    }
+
     /// Appends `v` if the budget has room, growing the buffer to at most `bytes_max`.
     #[inline(never)]
     fn push_budgeted(&mut self, v: &[u8]) -> bool {

@@ -54,7 +54,7 @@ pub use frame::{
 };
 pub use limits::{
     NativeLimits, FRAME_LEN_MAX_DEFAULT, FRAME_OPS_MAX_DEFAULT, KEY_LEN_MAX_DEFAULT,
-    UDP_PAYLOAD_MAX, VALUE_LEN_MAX_DEFAULT,
+    UDP_PAYLOAD_MAX, UNAUTHENTICATED_FRAME_LEN_MAX, VALUE_LEN_MAX_DEFAULT,
 };
 pub use request::{NativeOp, OpBatch, OpFlags, OpIter, RequestEncoder};
 pub use response::{

@@ -70,8 +70,9 @@ mod reply;
 mod writer;
 
 pub use command::{
-    encode_command, parse_command, parse_command_resume, Args, Command, Parse, RespLimits,
-    ARGS_MAX_DEFAULT, BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
+    encode_command, parse_command, parse_command_resume, parse_command_unauthenticated, Args,
+    Command, Parse, RespLimits, ARGS_MAX_DEFAULT, BULK_LEN_MAX_DEFAULT, INLINE_LEN_MAX_DEFAULT,
+    UNAUTHENTICATED_ARGS_MAX, UNAUTHENTICATED_BULK_LEN_MAX, UNAUTHENTICATED_INLINE_LEN_MAX,
 };
 pub use error::ProtocolError;
 pub use error_text::{

@@ -29,11 +29,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use crate::clients::ClientHandle;
 use crate::shard::{Incoming, ShardCtx};
 use crate::stats::ServerStats;
 
 /// Bytes a connection reads at a time (both protocols).
 pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Capacity a connection's buffer (input, replies, results) may keep while the connection
+/// waits for its next request; past it the buffer is shrunk to `READ_CHUNK_BYTES`.
+pub(crate) const IDLE_BUFFER_BYTES_MAX: usize = 4 * READ_CHUNK_BYTES;
 
 /// Starts the acceptor thread: every accepted connection goes to the next shard in turn,
 /// until `stop` turns true (the server wakes the blocking accept with a connection of its own).
@@ -110,33 +114,49 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
         return;
     }
     stats.connection_opened();
-    tracing::debug!(shard = ctx.id, peer = ?stream.peer_addr().ok(), "connection opened");
+    let peer = stream.peer_addr().ok();
+    tracing::debug!(shard = ctx.id, ?peer, "connection opened");
+    // In the registry while it is open: `maxmemory_clients` may ask it to close.
+    let client = ClientHandle::register(&stats, peer, ctx.id, ctx.cfg.maxmemory_clients);
     if stream.set_nonblocking(true).is_ok() {
         if let Ok(s) = TcpStream::from_std(stream) {
             let _ = s.set_nodelay(true);
             let served = async {
                 tokio::select! {
-                    _ = sniff(&ctx, s, authenticated) => {}
+                    _ = sniff(&ctx, s, authenticated, &client) => {}
                     _ = stop.changed() => {}
+                    _ = client.closing() => {}
                 }
             };
             crate::shard::panics::contain("connection", &stats, served).await;
         }
     }
+    drop(client);
     stats.connection_closed();
 }
 
 /// Reads the first bytes and runs the protocol they belong to.
-async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool) {
+async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool, client: &ClientHandle) {
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     match read_more(ctx, s.read_buf(&mut input)).await {
         Ok(0) | Err(_) => return,
         Ok(_) => ctx.activity.touch(),
     }
     if directkv_proto::native::is_native(input[0]) {
-        crate::native::conn::serve(ctx, s, input, authenticated).await;
+        crate::native::conn::serve(ctx, s, input, authenticated, client).await;
     } else {
-        crate::resp::conn::serve(ctx, s, input, authenticated).await;
+        crate::resp::conn::serve(ctx, s, input, authenticated, client).await;
+    }
+}
+
+/// Gives back the capacity of a connection's input or output buffer past `READ_CHUNK_BYTES`
+/// once it holds no more than that (the connection is waiting for its next request), if it
+/// grew past `IDLE_BUFFER_BYTES_MAX`: after a large request an idle connection holds kilobytes,
+/// not megabytes, while one of small requests never reallocates.
+#[inline]
+pub(crate) fn shrink_idle(buf: &mut Vec<u8>) {
+    if buf.capacity() > IDLE_BUFFER_BYTES_MAX && buf.len() <= READ_CHUNK_BYTES {
+        buf.shrink_to(READ_CHUNK_BYTES);
     }
 }
 

@@ -43,6 +43,7 @@
 
 mod accept;
 mod admin;
+mod clients;
 pub mod config;
 mod files;
 mod log_limit;

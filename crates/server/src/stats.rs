@@ -66,6 +66,8 @@ pub(crate) struct ServerStats {
     pub(crate) atomic_refused: AtomicU64,
     /// Multi-key reads run again because a cross-shard atomic plan committed meanwhile.
     pub(crate) atomic_read_retries: AtomicU64,
+    /// Live client connections and the bytes their buffers hold (`clients.rs`, issue 19).
+    pub(crate) clients: crate::clients::Clients,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -413,6 +415,30 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Multi-key reads run again because a cross-shard write committed meanwhile.",
         |s| s.atomic_read_retries.load(Ordering::Relaxed),
+    ),
+    server(
+        "Clients",
+        "client_buffer_bytes",
+        "directkv_client_buffer_bytes",
+        Kind::Gauge,
+        "Bytes all client connections' buffers hold (input, replies, results), as checked against maxmemory_clients.",
+        |s| s.clients.bytes() as u64,
+    ),
+    server(
+        "Clients",
+        "client_buffer_bytes_peak",
+        "directkv_client_buffer_bytes_peak",
+        Kind::Gauge,
+        "The highest client_buffer_bytes since start-up.",
+        |s| s.clients.bytes_peak() as u64,
+    ),
+    server(
+        "Clients",
+        "evicted_clients",
+        "directkv_evicted_clients_total",
+        Kind::Counter,
+        "Client connections closed because all clients' buffers passed maxmemory_clients (largest first).",
+        |s| s.clients.evicted(),
     ),
 ];
 

@@ -140,21 +140,23 @@ impl Pipeline<'_> {
         let start = out.mark();
         if op.kind == OpKind::Get {
             // The common case, without the general apply/store machinery.
-            let status = match &loc {
-                Some(l) => {
-                    if !op.no_return {
-                        out.push_data(self.table.value(l));
-                    }
-                    Status::Ok
-                }
-                None => Status::NotFound,
-            };
-            out.finish(i, status, start);
+            // Checked against the results budget before the value is copied: a large value
+            // past it is refused without growing the buffer (9000 GETs of a 1 MiB value once
+            // grew it past the budget and shrank it back, 64 MiB copied, for every one).
+            match &loc {
+                Some(l) => out.finish_found(i, self.table.value(l), op.no_return),
+                None => out.finish(i, Status::NotFound, start),
+            }
             self.stats.charge(op.kind, self.access);
             return;
         }
         let cur = loc.as_ref().map(|l| self.table.value(l));
-        let (mut status, effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+        let (mut status, mut effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+        // A write whose reply is past the results budget is refused (by `finish`) and not
+        // applied: the client is told it failed, so it must not have happened.
+        if out.past_budget() {
+            effect = Effect::Keep;
+        }
         if let Err(e) = self.store(op, h, loc, effect) {
             status = Status::Error(e);
         }
@@ -236,6 +238,10 @@ impl Pipeline<'_> {
                     len: self.scratch.len(),
                     max: self.limits.value_len_max,
                 });
+                effect = Effect::Keep;
+            }
+            // Refused past the results budget (by `finish`): not applied either.
+            if out.past_budget() {
                 effect = Effect::Keep;
             }
             match effect {
@@ -351,7 +357,10 @@ fn int_run<T: Elem>(
             }
             cur.store(&mut old[..T::WIDTH]);
             out.finish_found(c.i, &old[..T::WIDTH], op.no_return);
-            cur = add_or_sub(cur, op);
+            // An update whose reply is refused (past the results budget) is not applied.
+            if !out.refused(c.i) {
+                cur = add_or_sub(cur, op);
+            }
             ran += 1;
             c.i += 1;
         }
@@ -367,7 +376,10 @@ fn int_run<T: Elem>(
 fn lone_int<T: Elem>(op: &Op, i: usize, v: &mut [u8], out: &mut Results) {
     let cur = T::load(v);
     out.finish_found(i, v, op.no_return);
-    add_or_sub(cur, op).store(v);
+    // An update whose reply is refused (past the results budget) is not applied.
+    if !out.refused(i) {
+        add_or_sub(cur, op).store(v);
+    }
 }
 
 /// `cur` after the built-in add or subtract `op` (its operand a `T`), wrapping.

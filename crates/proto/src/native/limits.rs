@@ -9,6 +9,9 @@ pub const UDP_PAYLOAD_MAX: u32 = 65_507;
 
 /// Default `frame_len_max`: room for four 1 MiB values plus the headers of a full frame.
 pub const FRAME_LEN_MAX_DEFAULT: u32 = 4 * 1024 * 1024 + 64 * 1024;
+/// `frame_len_max` before HELLO on a server with a password: a HELLO frame (a password and a
+/// client name of at most 255 bytes each) is far smaller.
+pub const UNAUTHENTICATED_FRAME_LEN_MAX: u32 = 4 << 10;
 /// Default `frame_ops_max`.
 pub const FRAME_OPS_MAX_DEFAULT: u16 = 4096;
 /// Default `key_len_max` (the engine's default; the wire field is one byte).
@@ -39,6 +42,21 @@ impl NativeLimits {
     };
 
     /// The same limits with frames capped to one UDP datagram.
+    /// The limits on a TCP connection that has not yet authenticated with HELLO while the
+    /// server requires a password: frames of at most `UNAUTHENTICATED_FRAME_LEN_MAX` bytes, so
+    /// an unauthenticated client cannot make the server buffer a large frame (issue 19 item 4).
+    pub const fn unauthenticated(self) -> NativeLimits {
+        let frame_len_max = if self.frame_len_max < UNAUTHENTICATED_FRAME_LEN_MAX {
+            self.frame_len_max
+        } else {
+            UNAUTHENTICATED_FRAME_LEN_MAX
+        };
+        NativeLimits {
+            frame_len_max,
+            ..self
+        }
+    }
+
     pub const fn for_udp(self) -> NativeLimits {
         let frame_len_max = if self.frame_len_max < UDP_PAYLOAD_MAX {
             self.frame_len_max

@@ -21,6 +21,15 @@ pub const BULK_LEN_MAX_DEFAULT: usize = 512 << 20;
 /// Default `RespLimits::inline_len_max`: 64 KiB, Redis' inline request limit.
 pub const INLINE_LEN_MAX_DEFAULT: usize = 64 << 10;
 
+/// Redis 7's limits on a client that has not authenticated while a password is required: more
+/// arguments than this is `unauthenticated multibulk length` (issue 19 item 4).
+pub const UNAUTHENTICATED_ARGS_MAX: usize = 10;
+/// ... and a longer bulk is `unauthenticated bulk length`.
+pub const UNAUTHENTICATED_BULK_LEN_MAX: usize = 16 << 10;
+/// The inline line an unauthenticated client may send (Redis has no such limit; an AUTH with
+/// a password of up to `UNAUTHENTICATED_BULK_LEN_MAX` bytes fits).
+pub const UNAUTHENTICATED_INLINE_LEN_MAX: usize = 16 << 10;
+
 /// Limits checked while parsing, as the bytes that announce a size arrive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RespLimits {
@@ -30,6 +39,16 @@ pub struct RespLimits {
     pub bulk_len_max: usize,
     /// Longest inline line, in bytes, without its `\n` or `\r\n`.
     pub inline_len_max: usize,
+}
+
+impl RespLimits {
+    /// The limits on a client that has not authenticated (see `UNAUTHENTICATED_ARGS_MAX`):
+    /// nothing it sends can make the server buffer more than a few tens of kilobytes.
+    pub const UNAUTHENTICATED: RespLimits = RespLimits {
+        args_max: UNAUTHENTICATED_ARGS_MAX,
+        bulk_len_max: UNAUTHENTICATED_BULK_LEN_MAX,
+        inline_len_max: UNAUTHENTICATED_INLINE_LEN_MAX,
+    };
 }
 
 impl Default for RespLimits {
@@ -250,6 +269,36 @@ fn multibulk_outcome(
             args.resume_pos = next;
             Parse::Incomplete
         }
+    }
+}
+
+/// `parse_command_resume` for a client that has not authenticated: `RespLimits::UNAUTHENTICATED`
+/// apply, and a command refused only by them (it would pass `limits`, the authenticated
+/// client's) gets Redis's texts for that case, `unauthenticated multibulk length` or
+/// `unauthenticated bulk length`. Input that is not RESP at all keeps its usual error.
+#[must_use = "a Complete command must be executed and its bytes consumed"]
+pub fn parse_command_unauthenticated(input: &[u8], limits: &RespLimits, args: &mut Args) -> Parse {
+    let pre = RespLimits {
+        args_max: limits.args_max.min(UNAUTHENTICATED_ARGS_MAX),
+        bulk_len_max: limits.bulk_len_max.min(UNAUTHENTICATED_BULK_LEN_MAX),
+        inline_len_max: limits.inline_len_max.min(UNAUTHENTICATED_INLINE_LEN_MAX),
+    };
+    let parse = parse_command_resume(input, &pre, args);
+    let refused = match parse {
+        Parse::Invalid(ProtocolError::InvalidMultibulkLength) => {
+            ProtocolError::UnauthenticatedMultibulkLength
+        }
+        Parse::Invalid(ProtocolError::InvalidBulkLength) => {
+            ProtocolError::UnauthenticatedBulkLength
+        }
+        _ => return parse,
+    };
+    // The same bytes under the authenticated limits: the input is short (the refusal came
+    // within about `UNAUTHENTICATED_ARGS_MAX` bulks of the unauthenticated size), so parsing
+    // it once more costs little, and only on this error path.
+    match parse_command(input, limits, &mut Args::new()) {
+        Parse::Invalid(_) => parse,
+        _ => Parse::Invalid(refused),
     }
 }
 

@@ -22,6 +22,12 @@ pub enum ProtocolError {
     InlineTooBig,
     /// An inline line with an unterminated quote, or a closing quote followed by a non-blank.
     UnbalancedQuotes,
+    /// A client that has not authenticated sent a `*` count above
+    /// `UNAUTHENTICATED_ARGS_MAX` (Redis 7's text and limit).
+    UnauthenticatedMultibulkLength,
+    /// A client that has not authenticated sent a `$` length above
+    /// `UNAUTHENTICATED_BULK_LEN_MAX` (Redis 7's text and limit).
+    UnauthenticatedBulkLength,
     /// A reply starting with a byte that is no RESP2/RESP3 type; holds the byte.
     ReplyTypeUnknown(u8),
     /// A reply length or count that is not a number, is negative (other than the null `-1`),
@@ -48,6 +54,8 @@ impl fmt::Display for ProtocolError {
             Self::ExpectedDollar(byte) => write!(f, "expected '$', got '{}'", ShownByte(*byte)),
             Self::InlineTooBig => f.write_str("too big inline request"),
             Self::UnbalancedQuotes => f.write_str("unbalanced quotes in request"),
+            Self::UnauthenticatedMultibulkLength => f.write_str("unauthenticated multibulk length"),
+            Self::UnauthenticatedBulkLength => f.write_str("unauthenticated bulk length"),
             Self::ReplyTypeUnknown(byte) => write!(f, "unknown reply type '{}'", ShownByte(*byte)),
             Self::ReplyLengthInvalid => f.write_str("invalid reply length"),
             Self::ReplyIntegerInvalid => f.write_str("invalid integer reply"),

@@ -24,7 +24,8 @@ use directkv_proto::native::{
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::accept::{flush, READ_CHUNK_BYTES};
+use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
+use crate::clients::ClientHandle;
 use crate::shard::dispatch::{self, shard_of, Plan};
 use crate::shard::{Incoming, ShardCtx};
 
@@ -48,7 +49,10 @@ enum Next {
 /// A native connection's state between frames.
 struct Conn<'c> {
     ctx: &'c ShardCtx,
+    /// The limits in force: `full_limits`, or before HELLO on a server with a password their
+    /// `unauthenticated` form (small frames only).
     limits: NativeLimits,
+    full_limits: NativeLimits,
     authenticated: bool,
     plan: Plan,
     slots: Vec<Slot>,
@@ -64,15 +68,23 @@ pub(crate) async fn serve(
     mut s: TcpStream,
     mut input: Vec<u8>,
     authenticated: bool,
+    client: &ClientHandle,
 ) {
+    let full_limits = NativeLimits {
+        key_len_max: ctx.cfg.key_len_max as u8,
+        value_len_max: ctx.cfg.value_len_max as u32,
+        ..NativeLimits::DEFAULT
+    };
+    let authenticated = authenticated || ctx.cfg.requirepass.is_none();
     let mut c = Conn {
         ctx,
-        limits: NativeLimits {
-            key_len_max: ctx.cfg.key_len_max as u8,
-            value_len_max: ctx.cfg.value_len_max as u32,
-            ..NativeLimits::DEFAULT
+        limits: if authenticated {
+            full_limits
+        } else {
+            full_limits.unauthenticated()
         },
-        authenticated: authenticated || ctx.cfg.requirepass.is_none(),
+        full_limits,
+        authenticated,
         plan: Plan::new(ctx.shards()),
         slots: Vec::new(),
         local: Local::default(),
@@ -116,6 +128,15 @@ pub(crate) async fn serve(
                 Ok(Some((frame, n))) => {
                     used += n;
                     next = c.frame(frame, &parsed).await;
+                    client.account(input.capacity() + c.capacity_bytes());
+                    // The RESP bound on a client that does not read its replies: they are
+                    // written before more frames are served, and one that does not take
+                    // them within `reply_write_timeout_secs` is disconnected.
+                    if c.out.len() >= ctx.cfg.conn_output_bytes_max
+                        && !flush(&mut s, &mut c.out, write_timeout).await
+                    {
+                        return;
+                    }
                     match next {
                         Next::Frame => {}
                         Next::Close => break,
@@ -148,16 +169,41 @@ pub(crate) async fn serve(
         if input.len() > c.limits.frame_len_max as usize {
             return;
         }
+        // Waiting for input: what a large request grew is given back (issue 19 item 6).
+        shrink_idle(&mut input);
+        c.shrink_idle();
         // Into the spare capacity: no zeroing of a chunk per read.
         input.reserve(READ_CHUNK_BYTES);
+        client.account(input.capacity() + c.capacity_bytes());
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
             Ok(_) => ctx.activity.touch(),
         }
+        client.account(input.capacity() + c.capacity_bytes());
     }
 }
 
 impl Conn<'_> {
+    /// Bytes the connection's buffers hold allocated besides its input, for the accounting of
+    /// client memory.
+    fn capacity_bytes(&self) -> usize {
+        self.out.capacity()
+            + self.plan.capacity_bytes()
+            + self.local.results.capacity_bytes()
+            + self.slots.capacity() * size_of::<Slot>()
+    }
+
+    /// Gives back what a large request grew, once its replies are written.
+    fn shrink_idle(&mut self) {
+        shrink_idle(&mut self.out);
+        if self.plan.capacity_bytes() > IDLE_BUFFER_BYTES_MAX {
+            self.plan.release(READ_CHUNK_BYTES);
+        }
+        if self.local.results.capacity_bytes() > IDLE_BUFFER_BYTES_MAX {
+            self.local.results.release(READ_CHUNK_BYTES);
+        }
+    }
+
     /// Answers one request frame (`parsed`: its operations, if it is a REQUEST).
     #[inline]
     async fn frame(&mut self, frame: RequestFrame<'_>, parsed: &[NativeOp<'_>]) -> Next {
@@ -191,6 +237,7 @@ impl Conn<'_> {
             error_frame(&mut self.out, id, ErrorCode::AuthFailed, &self.limits);
             return Next::Close;
         }
+        self.limits = self.full_limits;
         let reply = HelloReply {
             limits: self.limits,
             shard_map: ShardMap {

@@ -7,8 +7,12 @@
 //! with a password only by the operator's explicit `udp` + `udp_insecure`).
 //!
 //! Anti-amplification: UDP senders are never authenticated, so a reply is never larger than
-//! its request. Results whose data would not fit get the status "value too large" and no data
-//! (clients that want large values over UDP send large batches, or use TCP).
+//! its request. The shards produce at most a datagram's worth of results for it (`Plan`'s
+//! results cap), so the thread never holds more than that. Results whose data would not fit
+//! get the status `ERR_REPLY_TOO_LARGE` and no data, each operation after them keeping room for
+//! its status byte, so the reply always fits (clients that want large values over UDP send
+//! large batches, or use TCP). An error frame that would be larger than the datagram it
+//! answers has its message cut to fit; one that cannot fit at all is not sent.
 
 use std::net::UdpSocket;
 use std::sync::Arc;
@@ -16,8 +20,8 @@ use std::time::Duration;
 
 use directkv_engine::{OpError, Status};
 use directkv_proto::native::{
-    self, encode_response, encode_response_frame, response_op_len, NativeLimits, Request, Response,
-    ResponseFrame, ResponseOp, HEADER_LEN, UDP_PAYLOAD_MAX,
+    self, encode_response, encode_response_frame, response_op_len, ErrorCode, ErrorReply,
+    NativeLimits, Request, Response, ResponseFrame, ResponseOp, HEADER_LEN, UDP_PAYLOAD_MAX,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -55,9 +59,43 @@ pub(crate) fn serve(
         if answered.is_none() {
             out.clear();
         }
+        debug_assert!(out.len() <= n, "a UDP reply larger than its request");
         if !out.is_empty() && out.len() <= n {
             let _ = sock.send_to(&out, from);
         }
+    }
+}
+
+/// Encodes an error frame no larger than `max` bytes: its message is cut (at a character
+/// boundary) to fit, and nothing is written when even an empty message would not.
+fn error_within(
+    request_id: u32,
+    e: ErrorReply<'_>,
+    max: usize,
+    limits: &NativeLimits,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut message = e.message;
+    loop {
+        let frame = ResponseFrame {
+            request_id,
+            body: Response::Error(ErrorReply { message, ..e }),
+        };
+        let ok = encode_response_frame(&frame, limits, out).is_ok();
+        let len = out.len() - start;
+        if ok && len <= max {
+            return;
+        }
+        out.truncate(start);
+        if !ok || message.is_empty() {
+            return;
+        }
+        let mut cut = message.len().saturating_sub(len - max);
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message = &message[..cut];
     }
 }
 
@@ -71,14 +109,7 @@ fn answer(
     let frame = match native::decode_request_datagram(datagram, limits) {
         Ok(f) => f,
         Err(e) => {
-            let _ = encode_response_frame(
-                &ResponseFrame {
-                    request_id: e.request_id,
-                    body: Response::Error(e.reply()),
-                },
-                limits,
-                out,
-            );
+            error_within(e.request_id, e.reply(), datagram.len(), limits, out);
             return;
         }
     };
@@ -99,11 +130,18 @@ fn answer(
         Request::Ops(batch) => {
             p.clear();
             let slots: Vec<Slot> = batch.iter().map(|op| plan_op(p, &op)).collect();
+            // The shards copy no more data than the reply could carry.
+            p.set_results_cap(datagram.len());
             execute_blocking(peers, p);
             let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);
-            let too_large = Status::Error(OpError::ValueTooLarge { len: 0, max: 0 }).code();
+            let too_large = Status::Error(OpError::ReplyTooLarge {
+                max: datagram.len(),
+            })
+            .code();
             let mut ops = Vec::with_capacity(slots.len());
-            for slot in &slots {
+            for (k, slot) in slots.iter().enumerate() {
+                // Every operation after this one needs at least its status byte.
+                let later = slots.len() - k - 1;
                 let (status, data) = match *slot {
                     Slot::Failed(code) => (code, &[][..]),
                     Slot::Planned(i) => {
@@ -111,7 +149,7 @@ fn answer(
                         (status.code(), data)
                     }
                 };
-                let (status, data) = if response_op_len(data.len()) <= budget {
+                let (status, data) = if response_op_len(data.len()) + later <= budget {
                     (status, data)
                 } else {
                     (too_large, &[][..])
@@ -119,7 +157,46 @@ fn answer(
                 budget = budget.saturating_sub(response_op_len(data.len()));
                 ops.push(ResponseOp { status, data });
             }
+            let start = out.len();
             let _ = encode_response(id, &ops, limits, out);
+            if out.len() - start > datagram.len() {
+                // Cannot happen while every request operation is at least as long as a bare
+                // status; kept so that the rule holds whatever the encoding becomes.
+                out.truncate(start);
+                let e = ErrorReply {
+                    code: ErrorCode::ValueTooLarge.code(),
+                    closing: false,
+                    op_index: None,
+                    message: "the reply would be larger than the request datagram; use TCP",
+                };
+                error_within(id, e, datagram.len(), limits, out);
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_frames_are_cut_to_the_request_size_or_not_sent() {
+        let limits = NativeLimits::DEFAULT.for_udp();
+        let e = ErrorReply {
+            code: ErrorCode::Truncated.code(),
+            closing: false,
+            op_index: None,
+            message: "a message far longer than the datagram it answers, é at the end",
+        };
+        for max in [17usize, 18, 30, 40, 200] {
+            let mut out = Vec::new();
+            error_within(5, e, max, &limits, &mut out);
+            assert!(!out.is_empty() && out.len() <= max, "{max}: {}", out.len());
+            let f = native::decode_response_datagram(&out, &limits).unwrap();
+            assert!(matches!(f.body, Response::Error(r) if e.message.starts_with(r.message)));
+        }
+        let mut out = Vec::new();
+        error_within(5, e, 16, &limits, &mut out);
+        assert!(out.is_empty(), "an error frame has at least 17 bytes");
     }
 }

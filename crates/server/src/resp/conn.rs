@@ -21,7 +21,8 @@ use tokio::net::TcpStream;
 
 use super::cmd::{self, Planned, Session};
 use super::reply::{self, Pending};
-use crate::accept::{flush, READ_CHUNK_BYTES};
+use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
+use crate::clients::ClientHandle;
 use crate::shard::{dispatch, ShardCtx};
 
 /// Commands in a connection's first batch (see `conn_output_bytes_max`).
@@ -33,6 +34,7 @@ pub(crate) async fn serve(
     mut s: TcpStream,
     mut input: Vec<u8>,
     authenticated: bool,
+    client: &ClientHandle,
 ) {
     let limits = RespLimits {
         args_max: ctx.cfg.args_max,
@@ -74,6 +76,7 @@ pub(crate) async fn serve(
             )
             .await;
             used += parsed.consumed;
+            client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
             // Size the next batch so its replies stay near conn_output_bytes_max: from the
             // largest reply per command seen lately (it decays by half each batch).
             if let Some(per) = (out.len() - before).checked_div(parsed.commands) {
@@ -116,12 +119,20 @@ pub(crate) async fn serve(
                 .await;
             return;
         }
+        // Waiting for input: what a large request grew is given back (issue 19 item 6).
+        shrink_idle(&mut input);
+        shrink_idle(&mut out);
+        if pending.capacity_bytes() > IDLE_BUFFER_BYTES_MAX {
+            pending.release(READ_CHUNK_BYTES);
+        }
         // Into the spare capacity: no zeroing of a chunk per read.
         input.reserve(READ_CHUNK_BYTES);
+        client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
             Ok(_) => ctx.activity.touch(),
         }
+        client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
     }
 }
 
@@ -166,7 +177,13 @@ async fn parse_commands(
     let mut attack = false;
     pending.clear();
     while count < batch_cmds {
-        match resp::parse_command_resume(&buf[used..], limits, args) {
+        // Before AUTH (with a password set) only small commands are accepted, as Redis does.
+        let parse = if session.authenticated || requirepass.is_none() {
+            resp::parse_command_resume(&buf[used..], limits, args)
+        } else {
+            resp::parse_command_unauthenticated(&buf[used..], limits, args)
+        };
+        match parse {
             Parse::Incomplete => {
                 // The first parse of this call resumed at `resume_from`; a later one started
                 // at its command's first byte.

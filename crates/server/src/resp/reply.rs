@@ -86,6 +86,27 @@ impl Pending {
         self.deletes.clear();
     }
 
+    /// Bytes held allocated (plan, recipes, immediate replies), for the accounting of client
+    /// memory.
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.plan.capacity_bytes()
+            + self.recipes.capacity() * size_of::<Recipe>()
+            + self.immediate.capacity()
+    }
+
+    /// Empties it and gives back all but `bytes` of each buffer (see `Plan::release`).
+    pub(crate) fn release(&mut self, bytes: usize) {
+        self.clear();
+        self.plan.release(bytes);
+        let recipes = bytes / size_of::<Recipe>();
+        if self.recipes.capacity() > recipes {
+            self.recipes.shrink_to(recipes);
+        }
+        if self.immediate.capacity() > bytes {
+            self.immediate.shrink_to(bytes);
+        }
+    }
+
     /// Adds an operation; returns its index in the plan.
     #[inline]
     pub(crate) fn op(&mut self, op: &Op) -> usize {

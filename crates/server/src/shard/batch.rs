@@ -41,6 +41,23 @@ impl OwnedBatch {
         self.ops.clear();
     }
 
+    /// Bytes this batch holds allocated, for the accounting of client memory.
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ops.capacity() * size_of::<OwnedOp>()
+    }
+
+    /// Empties the batch and gives back all but `bytes` of its capacity.
+    pub(crate) fn release(&mut self, bytes: usize) {
+        self.clear();
+        if self.bytes.capacity() > bytes {
+            self.bytes.shrink_to(bytes);
+        }
+        let ops = bytes / size_of::<OwnedOp>();
+        if self.ops.capacity() > ops {
+            self.ops.shrink_to(ops);
+        }
+    }
+
     fn copy(&mut self, b: &[u8]) -> Range<usize> {
         let start = self.bytes.len();
         // Most operations have no argument (GET) or one: an empty one costs no copy call.

@@ -48,6 +48,8 @@ pub(crate) struct Plan {
     results: Vec<Option<Results>>,
     /// (shard, index in that shard's batch) of every operation, in plan order.
     locs: Vec<(usize, usize)>,
+    /// Cap on each shard's results data below the engine's `results_bytes_max` (0: none).
+    results_cap: usize,
 }
 
 impl Plan {
@@ -56,6 +58,48 @@ impl Plan {
             batches: (0..shards).map(|_| OwnedBatch::default()).collect(),
             results: (0..shards).map(|_| None).collect(),
             locs: Vec::new(),
+            results_cap: 0,
+        }
+    }
+
+    /// Caps the results data of each shard's batch at `bytes` (0: the engine's
+    /// `results_bytes_max` alone): past it, operations get `ReplyTooLarge` and the buffers stay
+    /// that small (UDP: a reply is never larger than its request).
+    pub(crate) fn set_results_cap(&mut self, bytes: usize) {
+        self.results_cap = bytes;
+    }
+
+    /// Bytes the plan holds allocated (copied operations and results), for the accounting of
+    /// client memory. A few loads per shard: called once per batch, not per operation.
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        let batches: usize = self.batches.iter().map(OwnedBatch::capacity_bytes).sum();
+        let results: usize = self
+            .results
+            .iter()
+            .flatten()
+            .map(Results::capacity_bytes)
+            .sum();
+        batches + results + self.locs.capacity() * size_of::<(usize, usize)>()
+    }
+
+    /// Empties the plan and gives back all but `bytes` of each buffer's capacity, once its
+    /// replies are written: a plan that answered a large request does not keep its memory.
+    /// Buffers already at most `bytes` are left alone (no reallocation on the fast path).
+    pub(crate) fn release(&mut self, bytes: usize) {
+        self.clear();
+        for b in &mut self.batches {
+            if b.capacity_bytes() > bytes {
+                b.release(bytes);
+            }
+        }
+        for r in self.results.iter_mut().flatten() {
+            if r.capacity_bytes() > bytes {
+                r.release(bytes);
+            }
+        }
+        let locs = bytes / size_of::<(usize, usize)>();
+        if self.locs.capacity() > locs {
+            self.locs.shrink_to(locs);
         }
     }
 
@@ -84,10 +128,9 @@ impl Plan {
 
     /// Takes shard `s`'s batch and a results buffer to run it into (the last one, reused).
     pub(super) fn take_for_execution(&mut self, s: usize) -> (OwnedBatch, Results) {
-        (
-            std::mem::take(&mut self.batches[s]),
-            self.results[s].take().unwrap_or_default(),
-        )
+        let mut results = self.results[s].take().unwrap_or_default();
+        results.set_bytes_cap(self.results_cap);
+        (std::mem::take(&mut self.batches[s]), results)
     }
 
     /// Puts back what `take_for_execution` took, with the results filled in.
@@ -100,6 +143,7 @@ impl Plan {
     fn execute_local(&mut self, ctx: &ShardCtx) {
         let s = ctx.id;
         let mut r = self.results[s].take().unwrap_or_default();
+        r.set_bytes_cap(self.results_cap);
         ctx.execute(&self.batches[s].ops(), &mut r);
         self.results[s] = Some(r);
     }

@@ -157,7 +157,7 @@ pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
     e.key_len_max = cfg.key_len_max;
     e.value_len_max = cfg.value_len_max;
     // One value of `value_len_max` must fit a batch's results.
-    e.results_bytes_max = e.results_bytes_max.max(cfg.value_len_max);
+    e.results_bytes_max = cfg.results_bytes_max.max(cfg.value_len_max);
     e.expected_kv_bytes = cfg.expected_kv_bytes;
     e.target_utilization = cfg.target_utilization;
     e
