@@ -42,6 +42,8 @@ mod differential;
 use std::io::Write;
 use std::time::Instant;
 
+use differential::Rng;
+
 use common::start;
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
 use directkv_sys::process::ServerProcess;
@@ -67,31 +69,6 @@ const PIPELINE_LONG_MAX: usize = 900;
 const DIFFERENCES_MAX: usize = 25;
 
 // ---- random commands ---------------------------------------------------------------------
-
-/// splitmix64: seeded, so a failure replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn percent(&mut self, p: usize) -> bool {
-        self.below(100) < p
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-}
 
 const INTS: &[&str] = &[
     "0",

@@ -7,11 +7,13 @@
 //! and `DKV_CONCURRENT_SEED=n` replays one.
 
 mod common;
+mod differential;
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 
+use differential::Rng;
 use directkv_testkit::peer::start_redis;
 use directkv_testkit::raw::{encode, show, RawClient};
 
@@ -23,23 +25,6 @@ const DEPTH: usize = 16;
 /// Shared keys of each kind; with four shards they land on several.
 const KEYS_PER_KIND: usize = 6;
 const SEED: u64 = 0x5eed_1920;
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// What one client did: the sum it added to each key, and its INCR replies.
 #[derive(Default)]
@@ -72,7 +57,7 @@ fn client(addr: SocketAddr, seed: u64) -> Done {
         let mut bytes = Vec::new();
         let mut kinds = Vec::with_capacity(DEPTH);
         for _ in 0..DEPTH {
-            let j = rng.below(KEYS_PER_KIND as u64);
+            let j = rng.below(KEYS_PER_KIND);
             let (key, args, delta): (String, Vec<String>, i64) = match rng.below(5) {
                 0 => ("incr-only".to_string(), vec!["INCR".into()], 1),
                 1 => {
@@ -94,7 +79,7 @@ fn client(addr: SocketAddr, seed: u64) -> Done {
                     )
                 }
                 _ => {
-                    let n = 1 + rng.below(20) as usize;
+                    let n = 1 + rng.below(20);
                     let piece = tag.repeat(n / tag.len() + 1)[..n].to_string();
                     (
                         format!("append:{j}"),
