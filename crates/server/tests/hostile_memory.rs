@@ -179,6 +179,39 @@ fn a_native_client_that_does_not_read_is_disconnected_with_bounded_replies() {
 }
 
 #[test]
+fn a_large_native_read_is_answered_in_steps_with_bounded_memory() {
+    // The soak's "native-1024-gets": one 4 KB frame asks for 1024 copies of a 1 MiB value. It
+    // is answered with `results_bytes_max` (64 MiB) of values in all, but in steps of about
+    // `conn_output_bytes_max` (4 MiB), so the connection never holds the whole response: before,
+    // the request held 64 MiB of results plus 64 MiB of encoded reply at once.
+    for shards in [1, 2] {
+        let srv = server(config(shards));
+        let mut s = TcpStream::connect(srv.addr()).unwrap();
+        s.write_all(&gets(7, 1024)).unwrap();
+        let mut buf = Vec::new();
+        let statuses = read_response(&mut s, &mut buf);
+        assert_eq!(statuses.len(), 1024);
+        let ok = statuses.iter().take_while(|&&st| st == status::OK).count();
+        assert!((60..=64).contains(&ok), "{ok} values answered");
+        let refused = status::error(status::ERR_REPLY_TOO_LARGE);
+        assert!(
+            statuses[ok..].iter().all(|&st| st == refused),
+            "past the budget every GET is refused"
+        );
+        let mut probe = Client::connect(&srv);
+        let peak = info_field(&mut probe, "client_buffer_bytes_peak");
+        assert!(
+            peak <= 24 * MIB as u64,
+            "{shards} shard(s): one large read made the server hold {peak} bytes"
+        );
+        // The connection goes on: a small request after the large one.
+        s.write_all(&gets(8, 2)).unwrap();
+        assert_eq!(read_response(&mut s, &mut buf), vec![status::OK; 2]);
+        srv.stop();
+    }
+}
+
+#[test]
 fn a_udp_request_whose_reply_does_not_fit_is_answered_within_its_size() {
     let srv = start_with(config(2));
     let mut c = Client::connect(&srv);
