@@ -291,6 +291,11 @@ impl Results {
         self.items[i].status
     }
 
+    /// Bytes of reply data the batch produced (all its operations together).
+    pub fn data_bytes(&self) -> usize {
+        self.data.len()
+    }
+
     pub fn data(&self, i: usize) -> &[u8] {
         let r = &self.items[i];
         let start = r.data_start as usize;

@@ -315,6 +315,23 @@ pub fn encode_response_iter<'a>(
     })
 }
 
+/// [`encode_response_iter`] for a response that continues: its last frame is flagged MORE too,
+/// so the client waits for more frames of this request id (a server streaming a large response
+/// in steps). On error `out` is unchanged.
+pub fn encode_response_part_iter<'a>(
+    request_id: u32,
+    ops: impl IntoIterator<Item = ResponseOp<'a>>,
+    limits: &NativeLimits,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    or_restore(out, |out| {
+        let mut enc = ResponseEncoder::begin(out, request_id, limits);
+        ops.into_iter().try_for_each(|op| enc.push(op))?;
+        enc.finish_more();
+        Ok(())
+    })
+}
+
 /// Appends a control frame whose body `put` writes, checked against `frame_len_max`.
 fn encode_control(
     out: &mut Vec<u8>,

@@ -338,6 +338,13 @@ impl<'o> ResponseEncoder<'o> {
         Ok(())
     }
 
+    /// Ends this part of a response that continues: the last frame is sealed with flag MORE.
+    pub fn finish_more(mut self) {
+        self.seal();
+        set_frame_flags(self.out, self.start, FLAG_MORE);
+        // Drop seals again: the same count and length, and the flag stays.
+    }
+
     /// Ends the response; returns the bytes of all its frames. (Dropping the encoder ends it
     /// too: `out` cannot be seen while the encoder borrows it, and the last frame's header is
     /// written when the encoder goes.)
@@ -435,6 +442,27 @@ mod tests {
         let all: Vec<_> = p.into_iter().flat_map(|(_, ops)| ops).collect();
         assert_eq!(all.len(), 7);
         assert!(all[..3].iter().all(|o| o.data == value));
+    }
+
+    #[test]
+    fn a_response_in_steps_flags_every_frame_but_the_last_more() {
+        let value = [7u8; 10];
+        let op = ResponseOp {
+            status: 0,
+            data: &value,
+        };
+        let mut out = Vec::new();
+        let mut enc = ResponseEncoder::begin(&mut out, 9, &L);
+        enc.push(op).unwrap();
+        enc.push(op).unwrap();
+        enc.finish_more();
+        let mut enc = ResponseEncoder::begin(&mut out, 9, &L);
+        enc.push(op).unwrap();
+        enc.finish();
+        let p = parts(&out, &L);
+        let shape: Vec<_> = p.iter().map(|(more, ops)| (*more, ops.len())).collect();
+        assert_eq!(shape, [(true, 2), (false, 1)]);
+        assert!(p.iter().flat_map(|(_, ops)| ops).all(|o| o.data == value));
     }
 
     #[test]

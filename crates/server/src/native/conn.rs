@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use directkv_engine::{ElemType, Op, OpKind, Results, Status};
 use directkv_proto::native::{
-    self, encode_response, encode_response_frame, encode_response_iter, EncodeError, ErrorCode,
-    ErrorReply, Hello, HelloReply, NativeLimits, NativeOp, Request, RequestFrame, Response,
-    ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+    self, encode_response_frame, encode_response_iter, encode_response_part_iter, EncodeError,
+    ErrorCode, ErrorReply, Hello, HelloReply, NativeLimits, NativeOp, Request, RequestFrame,
+    Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -58,6 +58,10 @@ struct Conn<'c> {
     slots: Vec<Slot>,
     local: Local,
     out: Vec<u8>,
+    /// Reply data the request being answered in steps has produced so far.
+    streamed: usize,
+    /// Where the next step of that request begins (its id and first operation), if any.
+    resume: Option<(u32, usize)>,
 }
 
 /// Serves a native connection whose first bytes `input` holds (read by `accept::sniff`);
@@ -89,6 +93,8 @@ pub(crate) async fn serve(
         slots: Vec::new(),
         local: Local::default(),
         out: Vec::with_capacity(READ_CHUNK_BYTES),
+        streamed: 0,
+        resume: None,
     };
     let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
     // The operations of the frame being served, parsed once (by the validating pass); empty
@@ -129,6 +135,17 @@ pub(crate) async fn serve(
                     used += n;
                     next = c.frame(frame, &parsed).await;
                     client.account(input.capacity() + c.capacity_bytes());
+                    // A large read-only request goes on in steps: the replies so far are
+                    // written (a client that does not take them is disconnected, as below)
+                    // and the shard's other clients get their turn before the next step.
+                    while let Some((id, from)) = c.resume.take() {
+                        if !flush(&mut s, &mut c.out, write_timeout).await {
+                            return;
+                        }
+                        tokio::task::yield_now().await;
+                        next = c.ops_from(id, &parsed, from).await;
+                        client.account(input.capacity() + c.capacity_bytes());
+                    }
                     // The RESP bound on a client that does not read its replies: they are
                     // written before more frames are served, and one that does not take
                     // them within `reply_write_timeout_secs` is disconnected.
@@ -279,24 +296,39 @@ impl Conn<'_> {
     /// owns every key (`Local`), else through the dispatch plan, one batch per shard.
     #[inline]
     async fn ops(&mut self, id: u32, parsed: &[NativeOp<'_>]) -> Next {
+        self.streamed = 0;
+        self.ops_from(id, parsed, 0).await
+    }
+
+    /// Runs the operations of the frame from position `from` on: all of them, or, for a request
+    /// that only reads, one step of its response (see `Step`). When a step ends early,
+    /// `self.resume` says where the next begins; the serve loop writes the replies so far out
+    /// and yields before it calls this again, so one request never holds the shard, or memory,
+    /// for more than a step.
+    async fn ops_from(&mut self, id: u32, parsed: &[NativeOp<'_>], from: usize) -> Next {
         let ctx = self.ctx;
-        if owns_all(ctx, parsed) {
-            return match self.local.run(ctx, id, parsed, &self.limits, &mut self.out) {
-                Ok(()) => Next::Frame,
-                Err(_) => Next::Close,
-            };
-        }
-        self.plan.clear();
-        self.slots.clear();
-        for op in parsed {
-            self.slots.push(plan_op(&mut self.plan, op));
-        }
-        dispatch::execute(ctx, &mut self.plan).await;
-        let plan = &self.plan;
-        let results: Vec<ResponseOp> = self
-            .slots
-            .iter()
-            .map(|slot| match *slot {
+        let ops = &parsed[from..];
+        let step = Step::new(ctx, ops, self.streamed);
+        let done = if owns_all(ctx, ops) {
+            self.local.execute(ctx, ops, step.cap);
+            let data = self.local.results.data_bytes();
+            step.encode(
+                id,
+                self.local.replies(ops.len()),
+                data,
+                &self.limits,
+                &mut self.out,
+            )
+        } else {
+            self.plan.clear();
+            self.slots.clear();
+            for op in ops {
+                self.slots.push(plan_op(&mut self.plan, op));
+            }
+            self.plan.set_results_cap(step.cap);
+            dispatch::execute(ctx, &mut self.plan).await;
+            let plan = &self.plan;
+            let replies = self.slots.iter().map(|slot| match *slot {
                 Slot::Failed(status) => ResponseOp { status, data: &[] },
                 Slot::Planned(i) => {
                     let (status, data) = plan.result(i);
@@ -305,13 +337,106 @@ impl Conn<'_> {
                         data,
                     }
                 }
-            })
-            .collect();
-        match encode_response(id, &results, &self.limits, &mut self.out) {
-            Ok(_) => Next::Frame,
+            });
+            step.encode(id, replies, plan.data_bytes(), &self.limits, &mut self.out)
+        };
+        match done {
+            Ok(StepEnd::Done) => Next::Frame,
+            Ok(StepEnd::Continue { ops: n, bytes }) => {
+                self.streamed += bytes;
+                self.resume = Some((id, from + n));
+                Next::Frame
+            }
             Err(_) => Next::Close,
         }
     }
+}
+
+/// One step of a response. A REQUEST that only reads (GETs, reductions, filters) and could
+/// produce more reply data than `conn_output_bytes_max` is answered in steps of about that
+/// much (issue 19 item 6): the step's batch runs with its reply data capped there, the results
+/// before the first operation the cap refused are sent (frames flagged MORE) and the rest run
+/// again in the next step. Re-running is safe because nothing in the request writes; so a
+/// frame of 1024 GETs of a 1 MiB value costs the shard a few milliseconds at a time instead
+/// of copying and encoding 64 MiB at once while its other clients wait, and the connection
+/// holds one step of results, not the whole response. The request's total stays bounded by
+/// `results_bytes_max` (the last step runs with what is left of it, and its refusals are
+/// final). A request that writes runs in one step, as before: its replies are small.
+struct Step {
+    /// Cap on the step's reply data (0: none, the engine's `results_bytes_max`).
+    cap: usize,
+    /// Whether the step may end early (a read-only request with budget left after it).
+    streams: bool,
+    /// Reply data below which no operation can have been refused for the cap.
+    refusal_possible_above: usize,
+}
+
+/// How a step ended.
+enum StepEnd {
+    Done,
+    /// The first `ops` operations were answered (`bytes` of data); the rest follow.
+    Continue {
+        ops: usize,
+        bytes: usize,
+    },
+}
+
+impl Step {
+    fn new(ctx: &ShardCtx, ops: &[NativeOp<'_>], streamed: usize) -> Step {
+        let read_only = ops
+            .iter()
+            .all(|op| OpKind::from_code(op.kind.code()).is_none_or(|kind| !kind.writes()));
+        if !read_only {
+            return Step {
+                cap: 0,
+                streams: false,
+                refusal_possible_above: usize::MAX,
+            };
+        }
+        let step = ctx.cfg.conn_output_bytes_max.max(ctx.cfg.value_len_max);
+        let left = ctx.cfg.results_bytes_max.saturating_sub(streamed);
+        // A cap of at least `value_len_max` lets the first operation of every step through,
+        // so each step answers at least one.
+        let (cap, streams) = if left > step && ops.len() > 1 {
+            (step, true)
+        } else {
+            (left.max(1), false)
+        };
+        Step {
+            cap,
+            streams,
+            refusal_possible_above: cap.saturating_sub(ctx.cfg.value_len_max),
+        }
+    }
+
+    /// Encodes the step's replies into `out`: all of them, or those before the first refused
+    /// for the step's cap, flagged MORE.
+    fn encode<'d>(
+        &self,
+        id: u32,
+        replies: impl Iterator<Item = ResponseOp<'d>> + Clone,
+        data_bytes: usize,
+        limits: &NativeLimits,
+        out: &mut Vec<u8>,
+    ) -> Result<StepEnd, EncodeError> {
+        if self.streams && data_bytes > self.refusal_possible_above {
+            let refused = reply_too_large_code();
+            if let Some(n) = replies.clone().position(|r| r.status == refused) {
+                if n > 0 {
+                    let bytes = replies.clone().take(n).map(|r| r.data.len()).sum();
+                    encode_response_part_iter(id, replies.take(n), limits, out)?;
+                    return Ok(StepEnd::Continue { ops: n, bytes });
+                }
+            }
+        }
+        encode_response_iter(id, replies, limits, out)?;
+        Ok(StepEnd::Done)
+    }
+}
+
+/// The status code of `OpError::ReplyTooLarge`.
+fn reply_too_large_code() -> u8 {
+    Status::Error(directkv_engine::OpError::ReplyTooLarge { max: 0 }).code()
 }
 
 /// Appends an ERROR frame with `code`'s fixed message that announces the close which follows.
@@ -375,14 +500,8 @@ fn owns_all(ctx: &ShardCtx, ops: &[NativeOp<'_>]) -> bool {
 }
 
 impl Local {
-    fn run(
-        &mut self,
-        ctx: &ShardCtx,
-        id: u32,
-        batch: &[NativeOp<'_>],
-        limits: &NativeLimits,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
+    /// Runs `batch` on this shard's engine, with its reply data capped at `cap` (0: none).
+    fn execute(&mut self, ctx: &ShardCtx, batch: &[NativeOp<'_>], cap: usize) {
         let mut ops = reuse(std::mem::take(&mut self.ops));
         self.failed.clear();
         for (i, op) in batch.iter().enumerate() {
@@ -391,22 +510,27 @@ impl Local {
                 Err(status) => self.failed.push((i, status)),
             }
         }
+        self.results.set_bytes_cap(cap);
         ctx.execute(&ops, &mut self.results);
         self.ops = reuse(ops);
+    }
+
+    /// The replies to the `n` operations of the batch `execute` ran, in frame order.
+    fn replies(&self, n: usize) -> impl Iterator<Item = ResponseOp<'_>> + Clone {
         let (r, failed) = (&self.results, &self.failed);
-        let mut next_failed = failed.iter().peekable();
-        let mut done = 0usize;
-        let replies = (0..batch.len()).map(|i| match next_failed.next_if(|f| f.0 == i) {
-            Some(&(_, status)) => ResponseOp { status, data: &[] },
-            None => {
-                done += 1;
-                ResponseOp {
-                    status: r.status(done - 1).code(),
-                    data: r.data(done - 1),
+        (0..n).scan(0usize, move |failed_before, i| {
+            if let Some(&(at, status)) = failed.get(*failed_before) {
+                if at == i {
+                    *failed_before += 1;
+                    return Some(ResponseOp { status, data: &[] });
                 }
             }
-        });
-        encode_response_iter(id, replies, limits, out)
+            let k = i - *failed_before;
+            Some(ResponseOp {
+                status: r.status(k).code(),
+                data: r.data(k),
+            })
+        })
     }
 }
 
