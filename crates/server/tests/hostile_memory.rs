@@ -182,7 +182,7 @@ fn a_native_client_that_does_not_read_is_disconnected_with_bounded_replies() {
 fn a_large_native_read_is_answered_in_steps_with_bounded_memory() {
     // The soak's "native-1024-gets": one 4 KB frame asks for 1024 copies of a 1 MiB value. It
     // is answered with `results_bytes_max` (64 MiB) of values in all, but in steps of about
-    // `conn_output_bytes_max` (4 MiB), so the connection never holds the whole response: before,
+    // `RESPONSE_STEP_BYTES` (1 MiB), so the connection never holds the whole response: before,
     // the request held 64 MiB of results plus 64 MiB of encoded reply at once.
     for shards in [1, 2] {
         let srv = server(config(shards));

@@ -352,9 +352,14 @@ impl Conn<'_> {
     }
 }
 
+/// Reply data of one step of a large read-only response (or `value_len_max` if larger): about
+/// a millisecond of the shard's time to copy, encode and write, which bounds how long the
+/// shard's other clients wait behind a large request.
+const RESPONSE_STEP_BYTES: usize = 1 << 20;
+
 /// One step of a response. A REQUEST that only reads (GETs, reductions, filters) and could
-/// produce more reply data than `conn_output_bytes_max` is answered in steps of about that
-/// much (issue 19 item 6): the step's batch runs with its reply data capped there, the results
+/// produce more reply data than `RESPONSE_STEP_BYTES` is answered in steps of about that much
+/// (issue 19 item 6): the step's batch runs with its reply data capped there, the results
 /// before the first operation the cap refused are sent (frames flagged MORE) and the rest run
 /// again in the next step. Re-running is safe because nothing in the request writes; so a
 /// frame of 1024 GETs of a 1 MiB value costs the shard a few milliseconds at a time instead
@@ -393,7 +398,7 @@ impl Step {
                 refusal_possible_above: usize::MAX,
             };
         }
-        let step = ctx.cfg.conn_output_bytes_max.max(ctx.cfg.value_len_max);
+        let step = RESPONSE_STEP_BYTES.max(ctx.cfg.value_len_max);
         let left = ctx.cfg.results_bytes_max.saturating_sub(streamed);
         // A cap of at least `value_len_max` lets the first operation of every step through,
         // so each step answers at least one.
