@@ -323,11 +323,13 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     Status::Ok if d.len() == 16 => {
                         let at = u64::from_le_bytes(d[..8].try_into().expect("8 bytes"));
                         let left = u64::from_le_bytes(d[8..].try_into().expect("8 bytes"));
-                        let t = if absolute { at } else { left } as i64;
+                        // Deadlines are at most i64::MAX ms (Redis's range), so the
+                        // rounding to seconds cannot overflow a u64.
+                        let t = if absolute { at } else { left };
                         match (at, ms) {
                             (directkv_engine::NO_DEADLINE, _) => w.integer(-1),
-                            (_, true) => w.integer(t),
-                            (_, false) => w.integer((t + 500) / 1000),
+                            (_, true) => w.integer(t as i64),
+                            (_, false) => w.integer(((t + 500) / 1000) as i64),
                         }
                     }
                     Status::Error(e) => w.error(&cmd::op_error_text(&e)),

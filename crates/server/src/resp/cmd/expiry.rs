@@ -75,8 +75,14 @@ fn expire(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Planned {
             b"gt" => cond::GT,
             b"lt" => cond::LT,
             _ => {
-                let text = format!("ERR Unsupported option {}", String::from_utf8_lossy(opt));
-                return error(p, v, &text);
+                // The option's own bytes, as Redis quotes them (line breaks as spaces).
+                let mut text = b"ERR Unsupported option ".to_vec();
+                text.extend(
+                    opt.iter()
+                        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+                );
+                p.immediate(|o| directkv_proto::resp::RespWriter::new(o, v).error_bytes(&text));
+                return Planned::Queued;
             }
         };
     }
