@@ -414,3 +414,59 @@ proptest! {
         }
     }
 }
+
+/// What a deadline costs in memory (ARCHITECTURE.md, "Key expiry"): 1 M keys of 8 + 8 bytes,
+/// without and with a deadline, as arena bytes in use (index plus slab blocks taken) per key.
+/// Stored inline (threshold 51), such a key is 16 bytes in a bucket; with a deadline it becomes
+/// a 32-byte record (2 + 8 header, key, value, padding) behind a 5-byte pointer slot: +32 bytes
+/// of slab, a little less in all (fewer chained buckets). Stored as records (threshold 0), the
+/// 18-byte record and the 26-byte one both take a 32-byte block: +0. Printed for the record;
+/// the assertions guard the figures against growing.
+#[test]
+fn deadline_cost_in_bytes_per_key() {
+    let keys = 1_000_000u64;
+    let used_per_key = |threshold: usize, deadline: bool| {
+        let mut e = engine(256, 0.25, threshold, ExecMode::Forward);
+        e.set_now(1);
+        let args = expire_args(4_102_444_800_000, cond::ANY);
+        let mut ops_keys = Vec::with_capacity(1024);
+        for base in (0..keys).step_by(1024) {
+            ops_keys.clear();
+            let batch = base..(base + 1024).min(keys);
+            ops_keys.extend(batch.map(|i| (i * 0x9e37_79b9).to_le_bytes()));
+            let ops: Vec<Op> = ops_keys
+                .iter()
+                .map(|k| {
+                    if deadline {
+                        Op::put_expire(k, k, &args)
+                    } else {
+                        Op::put(k, k)
+                    }
+                })
+                .collect();
+            let mut out = Results::default();
+            e.execute(&ops, &mut out);
+            assert!(out.iter().all(|(s, _)| s == Status::Ok));
+        }
+        let r = e.report();
+        assert_eq!(r.counts.keys, keys);
+        let slab_bytes = r.arena_bytes - r.index_bytes;
+        let used = r.index_bytes as u64 + slab_bytes as u64 - r.slab_free_bytes;
+        used as f64 / keys as f64
+    };
+    for (threshold, bound) in [(51, 32.0), (0, 1.0)] {
+        let (plain, timed) = (
+            used_per_key(threshold, false),
+            used_per_key(threshold, true),
+        );
+        println!(
+            "arena bytes per key, 8 + 8-byte keys, 1 M keys, inline threshold {threshold}: \
+             {plain:.1} without a deadline, {timed:.1} with one: {:.1} more",
+            timed - plain
+        );
+        assert!(
+            timed - plain <= bound,
+            "threshold {threshold}: {plain} {timed}"
+        );
+    }
+}
