@@ -67,11 +67,14 @@ pub(crate) fn apply_expiry(
             let Some((d, c)) = parse_expire_args(op.arg) else {
                 return (Status::Error(crate::OpError::BadDeadline), Effect::Keep);
             };
+            // Every condition bit set must hold; a key without a deadline counts as one
+            // infinitely far away for GT and LT.
             let has = *dl != NO_DEADLINE;
-            let ok = !(c & cond::NX != 0 && has)
-                && !(c & cond::XX != 0 && !has)
-                && !(c & cond::GT != 0 && (!has || d <= *dl))
-                && !(c & cond::LT != 0 && has && d >= *dl);
+            let holds = |bit: u8, ok: bool| c & bit == 0 || ok;
+            let ok = holds(cond::NX, !has)
+                && holds(cond::XX, has)
+                && holds(cond::GT, has && d > *dl)
+                && holds(cond::LT, !has || d < *dl);
             if !ok {
                 return (Status::NotStored, Effect::Keep);
             }
