@@ -40,7 +40,6 @@ fn redis(requirepass: Option<&str>) -> Option<ServerProcess> {
 /// Redis' commands that directkv does not have, read-only so both stores stay equal
 /// (normalisation 6).
 const REDIS_ONLY: &[&[&str]] = &[
-    &["TTL", "k1"],
     &["TYPE", "k1"],
     &["GETRANGE", "k1", "0", "1"],
 ];
