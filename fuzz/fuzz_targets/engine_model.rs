@@ -10,8 +10,11 @@
 //! ```
 //!
 //! Operations: get, the puts, delete, cas, the vector updates, reduce and filter, wrong
-//! functions and limits, and the Redis string operations APPEND, INCRBY and INCRBYFLOAT (with
-//! puts of number texts).
+//! functions and limits, the Redis string operations APPEND, INCRBY and INCRBYFLOAT (with
+//! puts of number texts), and key expiry (issue 20): puts with a deadline or KEEPTTL, EXPIRE
+//! with its condition bits, PERSIST, TTL, GETEX, against the timed model
+//! (`model::apply_timed`) with a clock that ticks between batches; before the final comparison
+//! a full pass of the sweep (`Engine::expire_step`) must leave nothing expired behind.
 //!
 //! The arena is 4 MiB with 2 MiB of slab, fillers take 1.5 MiB of it and values reach 16 KiB, so
 //! out of memory is common.
@@ -22,17 +25,22 @@
 
 #![no_main]
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use arbitrary::{Arbitrary, Unstructured};
 use directkv_engine::ops::{
     FN_ADD, FN_COUNT, FN_EQ, FN_GT, FN_MAX, FN_SUB, FN_SUM, FN_SWAP, FN_XOR,
 };
 use directkv_engine::{
-    ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
+    expire_args, ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
+    KEEP_DEADLINE, NO_DEADLINE,
 };
 use libfuzzer_sys::fuzz_target;
-use directkv_testkit::model::{self, Eff, Limits, OwnedOp, Store};
+use directkv_testkit::model::{self, Eff, Limits, OwnedOp, TimedStore};
+
+/// The clock of the first batch (ms); deadlines are this plus an offset of 0..255 ms, and each
+/// `Tick` moves the next batch's clock on by up to 255 ms.
+const CLOCK_START: u64 = 1_000;
 
 const MEMORY_BYTES: usize = 4 << 20;
 const VALUE_LEN_MAX: usize = 64 << 10;
@@ -142,6 +150,16 @@ enum Act {
     IncrByFloat(f64),
     /// A put of one of `NUM_TEXTS`, so the counters meet numbers and near-numbers.
     PutNum(u8),
+    /// A put with the deadline `CLOCK_START + offset` (255: KEEPTTL), condition bits.
+    PutEx(Val, u8, u8),
+    /// EXPIRE to `CLOCK_START + offset` with condition bits (NX 1, XX 2, GT 4, LT 8).
+    Expire(u8, u8),
+    Persist,
+    Ttl,
+    /// GETEX: no change (None), persist (Some(0)) or the deadline `CLOCK_START + offset`.
+    GetEx(Option<u8>),
+    /// A GET, and the next batch's clock moves on by this many ms.
+    Tick(u8),
 }
 
 /// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
@@ -325,6 +343,29 @@ fn materialize(f: &FOp, cur: Option<&[u8]>) -> OwnedOp {
             arg: NUM_TEXTS[i as usize % NUM_TEXTS.len()].as_bytes().to_vec(),
             ..OwnedOp::new(OpKind::Put, k.clone())
         },
+        Act::PutEx(v, off, c) => {
+            let d = if off == 255 { KEEP_DEADLINE } else { CLOCK_START + u64::from(off) };
+            OwnedOp {
+                arg: v.bytes(),
+                arg2: expire_args(d, c & 3).to_vec(),
+                ..OwnedOp::new(OpKind::PutExpire, k.clone())
+            }
+        }
+        Act::Expire(off, c) => OwnedOp {
+            arg: expire_args(CLOCK_START + u64::from(off), c & 15).to_vec(),
+            ..OwnedOp::new(OpKind::Expire, k.clone())
+        },
+        Act::Persist => OwnedOp::new(OpKind::Persist, k.clone()),
+        Act::Ttl => OwnedOp::new(OpKind::Ttl, k.clone()),
+        Act::GetEx(d) => OwnedOp {
+            arg: match d {
+                None => vec![],
+                Some(0) => NO_DEADLINE.to_le_bytes().to_vec(),
+                Some(off) => (CLOCK_START + u64::from(off)).to_le_bytes().to_vec(),
+            },
+            ..OwnedOp::new(OpKind::GetEx, k.clone())
+        },
+        Act::Tick(_) => OwnedOp::new(OpKind::Get, k.clone()),
     };
     op.no_return = f.no_return;
     op
@@ -332,7 +373,7 @@ fn materialize(f: &FOp, cur: Option<&[u8]>) -> OwnedOp {
 
 struct Side {
     engine: Engine,
-    model: Store,
+    model: TimedStore,
     out: Results,
     ooms: u64,
 }
@@ -357,18 +398,23 @@ fn engine(input: &Input, mode: ExecMode) -> Engine {
     Engine::new(cfg).expect("engine")
 }
 
-/// Checks `side`'s results against its model, applying each operation to the model.
-fn check(side: &mut Side, ops: &[OwnedOp]) {
+/// Checks `side`'s results at time `now` against its model, applying each operation to the
+/// model.
+fn check(side: &mut Side, ops: &[OwnedOp], now: u64) {
     assert_eq!(side.out.len(), ops.len());
     for (i, op) in ops.iter().enumerate() {
-        let want = model::apply(
-            side.model.get(&op.key).map(Vec::as_slice),
-            op,
-            LIMITS,
-        );
+        let before = side.model.get(&op.key).cloned();
+        let want = model::apply_timed(&mut side.model, op, now, LIMITS);
         let (status, data) = (side.out.status(i), side.out.data(i));
-        if status == Status::Error(OpError::OutOfMemory) && matches!(want.eff, Eff::Set(_)) {
+        // Out of memory: the engine stored nothing (an expired key it met is gone either way).
+        let rewrote = matches!(want.eff, Eff::Set(_))
+            || (op.kind != OpKind::Ttl && want.status == Status::Ok && before.is_some());
+        if status == Status::Error(OpError::OutOfMemory) && rewrote {
             assert!(data.is_empty());
+            match before.filter(|(_, d)| *d == NO_DEADLINE || *d > now) {
+                Some(e) => drop(side.model.insert(op.key.clone(), e)),
+                None => drop(side.model.remove(&op.key)),
+            }
             side.ooms += 1;
             continue;
         }
@@ -379,7 +425,6 @@ fn check(side: &mut Side, ops: &[OwnedOp]) {
             data.len(),
             want.reply.len()
         );
-        model::store(&mut side.model, &op.key, want.eff);
     }
 }
 
@@ -388,6 +433,16 @@ fn check(side: &mut Side, ops: &[OwnedOp]) {
 /// the contents with a get of each of the 256 possible keys rather than a second scan: with the
 /// key count equal to the model's, no other key can be stored.
 fn check_contents(side: &mut Side) {
+    // One pass of the sweep leaves no expired key behind.
+    let now = side.engine.now();
+    let mut cursor = 0;
+    loop {
+        cursor = side.engine.expire_step(cursor, 4096).0;
+        if cursor == 0 {
+            break;
+        }
+    }
+    side.model.retain(|_, (_, d)| *d == NO_DEADLINE || *d > now);
     side.engine.check_invariants();
     let keys: Vec<Vec<u8>> = (0..=u8::MAX)
         .map(key)
@@ -398,12 +453,14 @@ fn check_contents(side: &mut Side) {
     for (i, k) in keys.iter().enumerate() {
         let stored = (side.out.status(i) == Status::Ok).then(|| side.out.data(i));
         assert!(
-            stored == side.model.get(k).map(Vec::as_slice),
+            stored == side.model.get(k).map(|(v, _)| v.as_slice()),
             "contents differ at key {k:?}"
         );
     }
     let counts = side.engine.counts();
-    let kv_bytes: usize = side.model.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let kv_bytes: usize = side.model.iter().map(|(k, (v, _))| k.len() + v.len()).sum();
+    let expiring = side.model.values().filter(|(_, d)| *d != NO_DEADLINE).count();
+    assert_eq!(counts.expiring_keys, expiring as u64);
     assert_eq!(counts.keys, side.model.len() as u64);
     assert_eq!(counts.kv_bytes, kv_bytes as u64);
 }
@@ -413,7 +470,7 @@ fn run(input: Input) {
         .into_iter()
         .map(|mode| Side {
             engine: engine(&input, mode),
-            model: Store::new(),
+            model: TimedStore::new(),
             out: Results::default(),
             ooms: 0,
         })
@@ -425,7 +482,8 @@ fn run(input: Input) {
     for side in &mut sides {
         side.engine.execute(&puts, &mut side.out);
         assert!(side.out.iter().all(|(s, _)| s == Status::Ok), "fillers fit");
-        side.model.extend(fill.iter().cloned());
+        side.model
+            .extend(fill.iter().map(|(k, v)| (k.clone(), (v.clone(), NO_DEADLINE))));
     }
     let ops: Vec<FOp> = input
         .ops
@@ -433,28 +491,39 @@ fn run(input: Input) {
         .flat_map(|f| std::iter::repeat_n(*f, f.times()))
         .take(OPS_MAX)
         .collect();
+    let mut now = CLOCK_START;
+    let mut tick = 0u64;
     for batch in ops.split_inclusive(|f| f.batch_end == 0) {
-        // Materialize against Forward's model, as each op will see it.
-        let mut overlay: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        now += std::mem::take(&mut tick);
+        // Materialize against a copy of Forward's model's entries that the batch touches, as
+        // each op will see it (the copy only chooses arguments: the check below runs the model
+        // for real).
+        let mut view = TimedStore::new();
+        let mut touched = HashSet::new();
         let mut owned = Vec::with_capacity(batch.len());
         for f in batch {
-            let k = key(f.key);
-            let cur = overlay
-                .get(&k)
-                .cloned()
-                .unwrap_or_else(|| sides[0].model.get(&k).cloned());
-            let op = materialize(f, cur.as_deref());
-            match model::apply(cur.as_deref(), &op, LIMITS).eff {
-                Eff::Keep => {}
-                Eff::Set(v) => drop(overlay.insert(k, Some(v))),
-                Eff::Delete => drop(overlay.insert(k, None)),
+            if let Act::Tick(n) = f.act {
+                tick += u64::from(n);
             }
+            let k = key(f.key);
+            if touched.insert(k.clone()) {
+                if let Some(e) = sides[0].model.get(&k) {
+                    view.insert(k.clone(), e.clone());
+                }
+            }
+            let cur = view
+                .get(&k)
+                .filter(|(_, d)| *d == NO_DEADLINE || *d > now)
+                .map(|(v, _)| v.clone());
+            let op = materialize(f, cur.as_deref());
+            model::apply_timed(&mut view, &op, now, LIMITS);
             owned.push(op);
         }
         let ops: Vec<Op> = owned.iter().map(OwnedOp::as_op).collect();
         for side in &mut sides {
+            side.engine.set_now(now);
             side.engine.execute(&ops, &mut side.out);
-            check(side, &owned);
+            check(side, &owned, now);
         }
         if sides.iter().all(|s| s.ooms == 0) {
             for i in 0..ops.len() {

@@ -83,6 +83,13 @@ pub struct ServeFlags {
     /// largest value); operations past it get an error and writes among them are not applied.
     #[arg(long, value_parser = parse_bytes)]
     results_bytes_max: Option<usize>,
+    /// Main buckets of the index one step of a shard's expiry sweep visits between batches
+    /// (default 256).
+    #[arg(long)]
+    expire_sweep_buckets: Option<usize>,
+    /// Milliseconds between full passes of a shard's expiry sweep (default 100).
+    #[arg(long)]
+    expire_sweep_interval_ms: Option<u64>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -180,6 +187,12 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(b) = f.results_bytes_max {
         cfg.results_bytes_max = b;
+    }
+    if let Some(n) = f.expire_sweep_buckets {
+        cfg.expire_sweep_buckets = n;
+    }
+    if let Some(ms) = f.expire_sweep_interval_ms {
+        cfg.expire_sweep_interval_ms = ms;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

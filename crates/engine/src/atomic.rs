@@ -62,19 +62,34 @@ pub(crate) fn check(
         crate::apply::validate(op, limits)?;
     }
     let mut need = [0u32; CLASS_COUNT_MAX];
+    let mut acc = crate::index::Access::default();
     for op in ops {
-        let vlen = match op.kind {
-            OpKind::Put | OpKind::PutNx | OpKind::PutXx => op.arg.len(),
-            OpKind::Cas => op.arg2.len(),
-            OpKind::IncrBy => INCR_VALUE_BYTES_MAX,
-            OpKind::Get | OpKind::Delete | OpKind::Reduce | OpKind::Filter => continue,
+        // A write that may keep or set a deadline may need a record where it would be inline
+        // without one (`index/record.rs`), so those count a record's block.
+        let (vlen, deadline) = match op.kind {
+            OpKind::Put | OpKind::PutNx | OpKind::PutXx => (op.arg.len(), false),
+            OpKind::PutExpire => (op.arg.len(), true),
+            OpKind::Cas => (op.arg2.len(), true),
+            OpKind::IncrBy => (INCR_VALUE_BYTES_MAX, true),
+            OpKind::Get | OpKind::Delete | OpKind::Reduce | OpKind::Filter | OpKind::Ttl => {
+                continue
+            }
+            // The value stays and is rewritten with its new deadline (or none): the blocks a
+            // write of its own length may take.
+            OpKind::Expire | OpKind::GetEx | OpKind::Persist => {
+                let h = crate::hash::key_hash(op.key);
+                match table.lookup(op.key, h, &mut acc) {
+                    Some(l) => (table.value(&l).len(), op.kind != OpKind::Persist),
+                    None => continue,
+                }
+            }
             OpKind::Append
             | OpKind::IncrByFloat
             | OpKind::UpdateS2S
             | OpKind::UpdateS2V
-            | OpKind::UpdateV2V => limits.value_len_max,
+            | OpKind::UpdateV2V => (limits.value_len_max, true),
         };
-        table.write_blocks_max(op.key.len(), vlen, &mut need)?;
+        table.write_blocks_max(op.key.len(), vlen, deadline, &mut need)?;
     }
     if table.trial_alloc(&need, taken) {
         Ok(())

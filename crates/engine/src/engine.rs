@@ -55,6 +55,11 @@ pub struct Engine {
     wide: bool,
     /// Blocks taken by the trial allocation of `check_atomic` (scratch, reused).
     trial: Vec<(u32, u8)>,
+    /// The time of the next batches, ms since the Unix epoch (`set_now`; 0 until set, when no
+    /// deadline has passed).
+    now: u64,
+    /// Keys of expired records found by a sweep step, length-prefixed (scratch, reused).
+    sweep_keys: Vec<u8>,
 }
 
 impl Engine {
@@ -155,6 +160,8 @@ impl Engine {
             wide: crate::simd::wide_cpu(),
             index_bytes,
             trial: Vec::new(),
+            now: 0,
+            sweep_keys: Vec::new(),
         })
     }
 
@@ -170,6 +177,7 @@ impl Engine {
             access: &mut self.access,
             limits: self.limits,
             stall: self.mode == ExecMode::Stall,
+            now: self.now,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -197,6 +205,72 @@ impl Engine {
     /// then stores every write, provided nothing else ran on this engine in between.
     pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
         crate::atomic::check(&mut self.table, &self.limits, ops, &mut self.trial)
+    }
+
+    /// Sets the time of the batches that follow, in milliseconds since the Unix epoch: the one
+    /// way time enters the engine (`crate::expiry`). A key whose deadline is at or before it
+    /// is gone for every operation. The server passes the wall clock before each batch; tests
+    /// pass what they like.
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now = now_ms;
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Visits the live key-values (deadline not passed at `now`) of up to `count` main buckets
+    /// of the index from `cursor` on, with their chains: `visit(key, value, deadline)`.
+    /// Returns the cursor to continue from, 0 at the end of a pass; a pass started at 0
+    /// visits every key present during the whole pass exactly once (the index never resizes).
+    pub fn scan(&self, cursor: u64, count: u64, mut visit: impl FnMut(&[u8], &[u8], u64)) -> u64 {
+        let now = self.now;
+        self.table.scan(cursor, count, |k, v, d| {
+            if !crate::expiry::expired(d, now) {
+                visit(k, v, d)
+            }
+        })
+    }
+
+    /// Main buckets of the index: a full pass of [`Engine::scan`] or
+    /// [`Engine::expire_step`] covers this many.
+    pub fn scan_buckets(&self) -> u64 {
+        self.table.bucket_count()
+    }
+
+    /// Active expiry: removes the expired keys (deadline at or before `now`) of up to
+    /// `buckets` main buckets from `cursor` on, with their chains. Returns the cursor to
+    /// continue from (0: the pass is done) and how many keys it removed. A pass reclaims every
+    /// key that was expired when the pass began.
+    pub fn expire_step(&mut self, cursor: u64, buckets: u64) -> (u64, u64) {
+        let now = self.now;
+        let mut keys = std::mem::take(&mut self.sweep_keys);
+        keys.clear();
+        let next = self.table.scan(cursor, buckets, |k, _, d| {
+            if crate::expiry::expired(d, now) {
+                keys.push(k.len() as u8);
+                keys.extend_from_slice(k);
+            }
+        });
+        let mut removed = 0u64;
+        let mut at = 0usize;
+        while at < keys.len() {
+            let n = usize::from(keys[at]);
+            let key = &keys[at + 1..at + 1 + n];
+            at += 1 + n;
+            self.access.clear();
+            let h = crate::hash::key_hash(key);
+            if let Some(loc) = self.table.lookup(key, h, &mut self.access) {
+                let d = loc.deadline();
+                if crate::expiry::expired(d, now) {
+                    self.table.remove(&loc, &mut self.access);
+                    self.stats.note_expired(now - d);
+                    removed += 1;
+                }
+            }
+        }
+        self.sweep_keys = keys;
+        (next, removed)
     }
 
     /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),
@@ -264,8 +338,14 @@ impl Engine {
         (self.table.arena().base(), self.table.arena().len())
     }
 
-    /// Calls `f(key, value)` for every stored key-value.
-    pub fn for_each(&self, f: impl FnMut(&[u8], &[u8])) {
+    /// Calls `f(key, value)` for every stored key-value, expired ones included.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        self.table.for_each(|k, v, _| f(k, v))
+    }
+
+    /// Calls `f(key, value, deadline)` for every stored key-value, expired ones included
+    /// (`NO_DEADLINE`: none).
+    pub fn for_each_with_deadline(&self, f: impl FnMut(&[u8], &[u8], u64)) {
         self.table.for_each(f)
     }
 
@@ -274,11 +354,14 @@ impl Engine {
         self.table.slab().check_invariants();
         let mut keys = 0u64;
         let mut bytes = 0u64;
-        self.for_each(|k, v| {
+        let mut expiring = 0u64;
+        self.for_each_with_deadline(|k, v, d| {
             keys += 1;
             bytes += (k.len() + v.len()) as u64;
+            expiring += u64::from(d != record::NO_DEADLINE);
         });
         assert_eq!(keys, self.table.counts().keys);
+        assert_eq!(expiring, self.table.counts().expiring_keys);
         assert_eq!(bytes, self.table.counts().kv_bytes);
     }
 

@@ -44,6 +44,9 @@ pub enum OpError {
     /// offsets and panicked the server).
     #[error("the replies of this request would exceed results_bytes_max ({max} bytes); ask for fewer or smaller values per request")]
     ReplyTooLarge { max: usize },
+    /// The deadline arguments of an expiry operation are malformed (`op::expire_args`).
+    #[error("deadline arguments must be a u64 LE deadline and a condition byte of bits 0..=3 (9 bytes), or for get_ex 0 or 8 bytes")]
+    BadDeadline,
 }
 
 impl OpError {
@@ -67,6 +70,7 @@ impl OpError {
             OpError::Overflow => 15,
             OpError::NanOrInfinity => 16,
             OpError::ReplyTooLarge { .. } => 17,
+            OpError::BadDeadline => 18,
         }
     }
 }

@@ -19,6 +19,8 @@
 //!   error.rs op.rs ops/   errors; Op, Results; function ids (ops/ids.rs), built-in and user
 //!                functions, element types
 //!   apply.rs     what one operation does to one value (the file to edit to add an operation)
+//!   expiry.rs    key expiry: the deadline operations, the lag histogram (deadlines live in
+//!                record headers, index/record.rs; time enters by `Engine::set_now`)
 //!   arena.rs slab/ index/   the one mapping; the allocator; the hash table (index/bucket.rs)
 //!   pipeline/    batches: windows, the reservation station, the station-free roads, retiring
 //!   atomic.rs    the all-or-nothing check of a batch (limits, then a trial allocation)
@@ -40,6 +42,7 @@ mod atomic;
 mod config;
 pub mod engine;
 mod error;
+pub mod expiry;
 pub mod hash;
 mod index;
 mod op;
@@ -54,8 +57,12 @@ pub use config::{tune, EngineConfig, ExecMode, Limits, Tuning, RESULTS_BYTES_MAX
 pub use engine::{Engine, EngineError, Report, MEMORY_BYTES_MIN};
 pub use error::OpError;
 pub use hash::key_hash;
+pub use index::record::NO_DEADLINE;
 pub use index::TableCounts;
-pub use op::{Op, OpKind, OpResult, Results, Status, OP_KIND_COUNT};
+pub use op::{
+    cond, expire_args, parse_expire_args, Op, OpKind, OpResult, Results, Status, KEEP_DEADLINE,
+    OP_KIND_COUNT,
+};
 pub use ops::{ElemType, FunctionKind, FunctionRegistry, UserFunction};
 pub use slab::SlabStats;
 pub use stats::{KindCounters, Stats};

@@ -41,9 +41,66 @@ pub enum OpKind {
     IncrBy = 12,
     /// Like `IncrBy` for a decimal floating-point string and an f64 `arg`.
     IncrByFloat = 13,
+    /// Put with a deadline (key expiry, `crate::expiry`): `arg` the value, `arg2` the 9 bytes
+    /// of [`expire_args`]: the deadline (`KEEP_DEADLINE`: keep the key's own, Redis's
+    /// KEEPTTL) and `cond::ANY`, `cond::NX` or `cond::XX`. A deadline at or before `now`
+    /// deletes the key instead. NotStored when the condition fails.
+    PutExpire = 14,
+    /// Sets an existing key's deadline: `arg` the 9 bytes of [`expire_args`], with any of the
+    /// conditions of `cond` (Redis's EXPIRE NX/XX/GT/LT; a key without a deadline counts as
+    /// one infinitely far for GT and LT). A deadline at or before `now` deletes the key. Ok:
+    /// done; NotStored: the condition failed; NotFound: no key.
+    Expire = 15,
+    /// Removes a key's deadline. Ok: it had one; NotStored: it had none; NotFound: no key.
+    Persist = 16,
+    /// Reads a key's deadline: Ok with 16 bytes, the deadline and the milliseconds left
+    /// (u64 LE each; both 0 for a key without a deadline); NotFound: no key.
+    Ttl = 17,
+    /// Reads the value, then sets the deadline to `arg` (8 bytes u64 LE; `NO_DEADLINE`
+    /// removes it, Redis's PERSIST; an empty `arg` leaves it alone). A deadline at or before
+    /// `now` deletes the key after it was read. Redis's GETEX.
+    GetEx = 18,
 }
 
-pub const OP_KIND_COUNT: usize = 14;
+pub const OP_KIND_COUNT: usize = 19;
+
+/// A deadline that says "keep the key's current deadline" (`OpKind::PutExpire`, KEEPTTL).
+pub const KEEP_DEADLINE: u64 = u64::MAX;
+
+/// Conditions of `OpKind::PutExpire` (NX, XX) and `OpKind::Expire` (all), as bits: every
+/// bit set must hold (Redis's EXPIRE takes XX with GT or LT). PutExpire ignores GT and LT.
+pub mod cond {
+    /// Unconditional.
+    pub const ANY: u8 = 0;
+    /// PutExpire: only if the key is missing. Expire: only if it has no deadline.
+    pub const NX: u8 = 1;
+    /// PutExpire: only if the key exists. Expire: only if it has a deadline.
+    pub const XX: u8 = 2;
+    /// Expire: only if the key has a deadline and the new one is later.
+    pub const GT: u8 = 4;
+    /// Expire: only if the key has no deadline or the new one is earlier.
+    pub const LT: u8 = 8;
+    /// Every condition bit.
+    pub const ALL: u8 = NX | XX | GT | LT;
+}
+
+/// The argument bytes of `PutExpire` (as `arg2`) and `Expire` (as `arg`): the deadline in
+/// milliseconds since the Unix epoch (u64 LE) and a condition of [`cond`].
+pub fn expire_args(deadline_ms: u64, condition: u8) -> [u8; 9] {
+    let mut a = [0u8; 9];
+    a[..8].copy_from_slice(&deadline_ms.to_le_bytes());
+    a[8] = condition;
+    a
+}
+
+/// Decodes [`expire_args`]; None if `a` is not 9 bytes or the condition is unknown.
+pub fn parse_expire_args(a: &[u8]) -> Option<(u64, u8)> {
+    let (d, c) = (a.get(..8)?, *a.get(8)?);
+    if a.len() != 9 || c & !cond::ALL != 0 {
+        return None;
+    }
+    Some((u64::from_le_bytes(d.try_into().ok()?), c))
+}
 
 impl OpKind {
     pub const ALL: [OpKind; OP_KIND_COUNT] = [
@@ -61,6 +118,11 @@ impl OpKind {
         OpKind::Append,
         OpKind::IncrBy,
         OpKind::IncrByFloat,
+        OpKind::PutExpire,
+        OpKind::Expire,
+        OpKind::Persist,
+        OpKind::Ttl,
+        OpKind::GetEx,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +141,11 @@ impl OpKind {
             OpKind::Append => "append",
             OpKind::IncrBy => "incr_by",
             OpKind::IncrByFloat => "incr_by_float",
+            OpKind::PutExpire => "put_expire",
+            OpKind::Expire => "expire",
+            OpKind::Persist => "persist",
+            OpKind::Ttl => "ttl",
+            OpKind::GetEx => "get_ex",
         }
     }
 
@@ -88,7 +155,10 @@ impl OpKind {
 
     /// True for operations that may change the store.
     pub fn writes(self) -> bool {
-        !matches!(self, OpKind::Get | OpKind::Reduce | OpKind::Filter)
+        !matches!(
+            self,
+            OpKind::Get | OpKind::Reduce | OpKind::Filter | OpKind::Ttl
+        )
     }
 }
 
@@ -207,6 +277,34 @@ impl<'a> Op<'a> {
             func,
             elem,
             ..Op::new(OpKind::Filter, key)
+        }
+    }
+    /// Put with a deadline: `args` from [`expire_args`] (deadline, `cond::ANY/NX/XX`).
+    pub fn put_expire(key: &'a [u8], value: &'a [u8], args: &'a [u8; 9]) -> Op<'a> {
+        Op {
+            arg: value,
+            arg2: args,
+            ..Op::new(OpKind::PutExpire, key)
+        }
+    }
+    /// Sets the deadline of an existing key: `args` from [`expire_args`].
+    pub fn expire(key: &'a [u8], args: &'a [u8; 9]) -> Op<'a> {
+        Op {
+            arg: args,
+            ..Op::new(OpKind::Expire, key)
+        }
+    }
+    pub fn persist(key: &'a [u8]) -> Op<'a> {
+        Op::new(OpKind::Persist, key)
+    }
+    pub fn ttl(key: &'a [u8]) -> Op<'a> {
+        Op::new(OpKind::Ttl, key)
+    }
+    /// GETEX: `deadline` is 8 bytes (u64 LE, `NO_DEADLINE` to persist) or empty (unchanged).
+    pub fn get_ex(key: &'a [u8], deadline: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: deadline,
+            ..Op::new(OpKind::GetEx, key)
         }
     }
     pub fn no_return(self) -> Op<'a> {

@@ -44,9 +44,20 @@ pub struct Stats {
     pub stalls: u64,
     pub batches: u64,
     pub errors: u64,
+    /// Keys removed because their deadline passed, lazily (a lookup found them) or by the
+    /// sweep (`Engine::expire_step`).
+    pub expired_keys: u64,
+    /// How late those keys were removed: deadline to removal.
+    pub expiry_lag: crate::expiry::LagHistogram,
 }
 
 impl Stats {
+    /// A key whose deadline passed `lag_ms` ago was removed.
+    pub(crate) fn note_expired(&mut self, lag_ms: u64) {
+        self.expired_keys += 1;
+        self.expiry_lag.record(lag_ms);
+    }
+
     pub fn kind(&self, k: OpKind) -> &KindCounters {
         &self.kinds[k as usize]
     }

@@ -53,6 +53,19 @@ pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 pub const BUSY_POLL_US_DEFAULT: u64 = 100;
 /// The longest busy-poll window accepted (one second).
 pub const BUSY_POLL_US_MAX: u64 = 1_000_000;
+/// Main buckets of a shard's index that one step of the expiry sweep visits (with their
+/// chains) between batches: about 256 cache lines, tens of microseconds, so a step delays the
+/// requests behind it by little, while a pass of a 1 GiB shard (8 M buckets at the default
+/// index ratio of 0.5) takes 32 K steps.
+pub const EXPIRE_SWEEP_BUCKETS_DEFAULT: usize = 256;
+/// The most buckets one sweep step may visit.
+pub const EXPIRE_SWEEP_BUCKETS_MAX: usize = 1 << 20;
+/// Milliseconds a shard rests after a full pass of its expiry sweep before it starts the next
+/// (a shard without keys that have a deadline does not sweep at all). Redis's active expiry
+/// runs 10 times a second (`hz 10`).
+pub const EXPIRE_SWEEP_INTERVAL_MS_DEFAULT: u64 = 100;
+/// The longest rest accepted between sweep passes (one minute).
+pub const EXPIRE_SWEEP_INTERVAL_MS_MAX: u64 = 60_000;
 /// Seconds a client may stay silent before it is disconnected (0 = never; Redis's `timeout`).
 pub const TIMEOUT_SECS_DEFAULT: u64 = 0;
 /// Bytes all client buffers together (input, replies, per-connection results) may hold before
@@ -144,6 +157,12 @@ pub struct ServerConfig {
     /// 4 GiB - 1; raised to `value_len_max` if below it, so one value always fits.
     #[serde(deserialize_with = "size")]
     pub results_bytes_max: usize,
+    /// Main buckets one step of a shard's expiry sweep visits between batches (see
+    /// `EXPIRE_SWEEP_BUCKETS_DEFAULT`), 1..=1048576.
+    pub expire_sweep_buckets: usize,
+    /// Milliseconds between a shard's full passes of its expiry sweep (see
+    /// `EXPIRE_SWEEP_INTERVAL_MS_DEFAULT`), 1..=60000.
+    pub expire_sweep_interval_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -179,6 +198,8 @@ impl Default for ServerConfig {
             metrics: true,
             maxmemory_clients: MAXMEMORY_CLIENTS_DEFAULT,
             results_bytes_max: RESULTS_BYTES_MAX_DEFAULT,
+            expire_sweep_buckets: EXPIRE_SWEEP_BUCKETS_DEFAULT,
+            expire_sweep_interval_ms: EXPIRE_SWEEP_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -285,6 +306,18 @@ impl ServerConfig {
             return Err(format!(
                 "results_bytes_max {} not in 1..=4294967295",
                 self.results_bytes_max
+            ));
+        }
+        if !(1..=EXPIRE_SWEEP_BUCKETS_MAX).contains(&self.expire_sweep_buckets) {
+            return Err(format!(
+                "expire_sweep_buckets {} not in 1..={EXPIRE_SWEEP_BUCKETS_MAX}",
+                self.expire_sweep_buckets
+            ));
+        }
+        if !(1..=EXPIRE_SWEEP_INTERVAL_MS_MAX).contains(&self.expire_sweep_interval_ms) {
+            return Err(format!(
+                "expire_sweep_interval_ms {} not in 1..={EXPIRE_SWEEP_INTERVAL_MS_MAX}",
+                self.expire_sweep_interval_ms
             ));
         }
         Ok(())

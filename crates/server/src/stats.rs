@@ -440,7 +440,68 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Client connections closed because all clients' buffers passed maxmemory_clients (largest first).",
         |s| s.clients.evicted(),
     ),
+    lag_row(
+        "expired_keys",
+        "directkv_expired_keys_total",
+        "Keys removed because their deadline passed, lazily (an operation found them) or by the sweep.",
+        |r| r.stats.expired_keys,
+    ),
+    Counter {
+        section: "Stats",
+        info: "expiring_keys",
+        metric: "directkv_expiring_keys",
+        kind: Kind::Gauge,
+        help: "Keys with a deadline (INFO keyspace's expires=).",
+        read: Reader::Engine {
+            total: |r| r.counts.expiring_keys,
+            per_kind: None,
+        },
+    },
+    lag_row(
+        "expired_lag_lt_16ms",
+        "directkv_expired_lag_lt_16ms_total",
+        "Expired keys reclaimed less than 16 ms after their deadline (with expired_keys, a cumulative histogram of the expiry lag).",
+        |r| r.stats.expiry_lag.count_below_ms(16),
+    ),
+    lag_row(
+        "expired_lag_lt_128ms",
+        "directkv_expired_lag_lt_128ms_total",
+        "Expired keys reclaimed less than 128 ms after their deadline (with expired_keys, a cumulative histogram of the expiry lag).",
+        |r| r.stats.expiry_lag.count_below_ms(128),
+    ),
+    lag_row(
+        "expired_lag_lt_1024ms",
+        "directkv_expired_lag_lt_1024ms_total",
+        "Expired keys reclaimed less than 1024 ms after their deadline (with expired_keys, a cumulative histogram of the expiry lag).",
+        |r| r.stats.expiry_lag.count_below_ms(1024),
+    ),
+    lag_row(
+        "expired_lag_lt_8192ms",
+        "directkv_expired_lag_lt_8192ms_total",
+        "Expired keys reclaimed less than 8192 ms after their deadline (with expired_keys, a cumulative histogram of the expiry lag).",
+        |r| r.stats.expiry_lag.count_below_ms(8192),
+    ),
 ];
+
+/// A row of the key expiry counters (an engine counter in INFO's Stats section).
+const fn lag_row(
+    info: &'static str,
+    metric: &'static str,
+    help: &'static str,
+    total: fn(&Report) -> u64,
+) -> Counter {
+    Counter {
+        section: "Stats",
+        info,
+        metric,
+        kind: Kind::Counter,
+        help,
+        read: Reader::Engine {
+            total,
+            per_kind: None,
+        },
+    }
+}
 
 /// The rows of INFO section `section`, in order.
 pub(crate) fn section(section: &'static str) -> impl Iterator<Item = &'static Counter> {

@@ -20,9 +20,15 @@
 //! authentication flows and malformed input; `redis_differential_concurrent.rs` concurrent
 //! clients on several shards.
 //!
+//! Key expiry (issue 20): SET's EXAT/PXAT/KEEPTTL, GETEX, EXPIREAT, PEXPIREAT, EXPIRETIME,
+//! PEXPIRETIME, PERSIST with absolute deadlines far in the future (2100) or in the past, so
+//! that timing cannot change a reply; EX, PX, SETEX, PSETEX, EXPIRE and PEXPIRE only with
+//! times that are refused or already past (which delete at once in both); TTL and PTTL, whose
+//! time left moves between the two servers' clocks, compared within a minute
+//! (`ttl_close`). A SET with a deadline in the past is not generated: Redis stores the key and
+//! reclaims it later, so DBSIZE would depend on its sweep.
+//!
 //! Deliberate differences, never generated:
-//! - SET's expiry options (EX PX EXAT PXAT KEEPTTL): directkv has no expiry and refuses them
-//!   with its own error.
 //! - The empty key and keys over `key_len_max` (250 bytes), values over `value_len_max`
 //!   (1 MiB): engine limits; Redis takes them.
 //! - SELECT of a database other than 0: directkv has one database.
@@ -240,7 +246,7 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
             rng.pick(keys).clone()
         }
     };
-    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(107) {
+    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(127) {
         0..=9 => ("GET", vec![key(rng)]),
         10..=21 => {
             let mut a = vec![key(rng), value(rng)];
@@ -249,9 +255,19 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
                 let opt = if rng.percent(5) {
                     "BOGUS"
                 } else {
-                    *rng.pick(&["NX", "XX", "GET"])
+                    *rng.pick(&[
+                        "NX", "XX", "GET", "NX", "XX", "GET", "EXAT", "PXAT", "KEEPTTL", "EX", "PX",
+                    ])
                 };
                 a.push(mixed_case(rng, opt));
+                match opt {
+                    "EXAT" => a.push(FUTURE_S[rng.below(FUTURE_S.len())].as_bytes().to_vec()),
+                    "PXAT" => a.push(FUTURE_MS[rng.below(FUTURE_MS.len())].as_bytes().to_vec()),
+                    "EX" | "PX" if rng.percent(90) => {
+                        a.push(REFUSED[rng.below(REFUSED.len())].as_bytes().to_vec())
+                    }
+                    _ => {}
+                }
             }
             ("SET", a)
         }
@@ -361,6 +377,10 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
         104 => ("COMMAND", vec![b"COUNT".to_vec()]),
         105 => ("SELECT", vec![b"0".to_vec()]),
         106 => ("CLIENT", vec![b"GETNAME".to_vec()]),
+        107..=126 => {
+            let k = key(rng);
+            expiry_command(rng, k)
+        }
         _ => unreachable!(),
     };
     // Wrong arities now and then: one argument fewer or one more.
@@ -382,6 +402,83 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut c = vec![mixed_case(rng, name)];
     c.append(&mut args);
     c
+}
+
+/// Expire times far in the future (the year 2100 and later), in seconds and in milliseconds.
+const FUTURE_S: &[&str] = &["4102444800", "4102444801", "4102444860", "9223372036854775"];
+const FUTURE_MS: &[&str] = &[
+    "4102444800000",
+    "4102444800123",
+    "4102444800999",
+    "4102444801500",
+    "9223372036854775807",
+];
+/// Absolute times already past.
+const PAST: &[&str] = &["1", "1000000000", "0", "-1", "-9223372036854775808"];
+/// Times every expiry command refuses (not integers, not positive for SET and GETEX, or
+/// overflowing once in milliseconds) or, for EXPIRE and PEXPIRE, past ones that delete.
+const REFUSED: &[&str] = &[
+    "0",
+    "-1",
+    "x",
+    "",
+    "1.5",
+    "9223372036854775807",
+    "99999999999999999999",
+    "-9223372036854775808",
+];
+
+/// One of the key expiry commands, with times that give the same reply whenever it runs.
+fn expiry_command(rng: &mut Rng, key: Vec<u8>) -> (&'static str, Vec<Vec<u8>>) {
+    let b = |s: &str| s.as_bytes().to_vec();
+    let pick = |rng: &mut Rng, xs: &[&str]| xs[rng.below(xs.len())].as_bytes().to_vec();
+    let time = |rng: &mut Rng, ms: bool| -> Vec<u8> {
+        match rng.below(10) {
+            0..=5 => pick(rng, if ms { FUTURE_MS } else { FUTURE_S }),
+            6..=7 => pick(rng, PAST),
+            _ => pick(rng, REFUSED),
+        }
+    };
+    match rng.below(20) {
+        0..=4 => {
+            let name = *rng.pick(&["EXPIREAT", "PEXPIREAT"][..]);
+            let mut a = vec![key, time(rng, name == "PEXPIREAT")];
+            for _ in 0..[0, 0, 1, 1, 2][rng.below(5)] {
+                let opt = *rng.pick(&["NX", "XX", "GT", "LT", "nx", "Gt", "BOGUS"]);
+                a.push(b(opt));
+            }
+            (name, a)
+        }
+        5 => {
+            let name = *rng.pick(&["EXPIRE", "PEXPIRE"]);
+            let mut a = vec![key, pick(rng, REFUSED)];
+            if rng.percent(30) {
+                a.push(pick(rng, &["NX", "XX", "GT", "LT", "BOGUS"]));
+            }
+            (name, a)
+        }
+        6..=8 => (*rng.pick(&["EXPIRETIME", "PEXPIRETIME"]), vec![key]),
+        9..=10 => (*rng.pick(&["TTL", "PTTL"]), vec![key]),
+        11..=12 => ("PERSIST", vec![key]),
+        13..=16 => {
+            let mut a = vec![key];
+            match rng.below(8) {
+                0 => {}
+                1 => a.push(b("PERSIST")),
+                2 => a.extend([b("EXAT"), time(rng, false)]),
+                3 => a.extend([b("PXAT"), time(rng, true)]),
+                4 => a.extend([pick(rng, &["EX", "PX"]), pick(rng, REFUSED)]),
+                5 => a.push(pick(rng, &["NX", "KEEPTTL", "EX", "bogus"])),
+                6 => a.extend([b("PERSIST"), b("EXAT"), b(FUTURE_S[0])]),
+                _ => a.extend([b("pxat"), b(FUTURE_MS[1]), b("PXAT"), b(FUTURE_MS[2])]),
+            }
+            ("GETEX", a)
+        }
+        _ => {
+            let name = *rng.pick(&["SETEX", "PSETEX"]);
+            (name, vec![key, pick(rng, REFUSED), b("v")])
+        }
+    }
 }
 
 /// The names of commands neither server has.
@@ -465,6 +562,9 @@ fn floats_agree(directkv: &Reply, redis: &Reply, increment: &[u8]) -> bool {
 /// COMMAND COUNT's number, and COMMAND's details of every command (an empty array).
 fn normalised_equal(c: &[Vec<u8>], directkv: &[u8], redis: &[u8]) -> bool {
     let name = &c[0];
+    if name.eq_ignore_ascii_case(b"ttl") || name.eq_ignore_ascii_case(b"pttl") {
+        return ttl_close(name.eq_ignore_ascii_case(b"pttl"), directkv, redis);
+    }
     if name.eq_ignore_ascii_case(b"hello") {
         return differential::hello(directkv) == differential::hello(redis);
     }
@@ -475,6 +575,19 @@ fn normalised_equal(c: &[Vec<u8>], directkv: &[u8], redis: &[u8]) -> bool {
         1 => directkv == b"*0\r\n" && redis.starts_with(b"*"),
         2 if c[1].eq_ignore_ascii_case(b"count") => {
             directkv.starts_with(b":") && redis.starts_with(b":")
+        }
+        _ => false,
+    }
+}
+
+/// TTL and PTTL replies equal but for the time between the two servers' clocks reading it:
+/// within a minute, and both positive. The two are read one after the other, seconds apart on
+/// a loaded machine (2-3 s were seen with five builds sharing two cores); a wrong unit or
+/// rounding is still off by far more.
+fn ttl_close(ms: bool, directkv: &[u8], redis: &[u8]) -> bool {
+    match (parsed(directkv), parsed(redis)) {
+        (Reply::Integer(d), Reply::Integer(r)) if d >= 0 && r >= 0 => {
+            d.abs_diff(r) <= if ms { 60_000 } else { 60 }
         }
         _ => false,
     }
@@ -618,7 +731,11 @@ impl Round<'_> {
         }
         match parsed(&self.redis.call(&[b"GET", &c[1]])) {
             Reply::Bulk(Some(v)) => {
-                assert_eq!(self.directkv.call(&[b"SET", &c[1], &v]), b"+OK\r\n");
+                // KEEPTTL: the key's deadline stays as Redis's does.
+                assert_eq!(
+                    self.directkv.call(&[b"SET", &c[1], &v, b"KEEPTTL"]),
+                    b"+OK\r\n"
+                );
             }
             _ => {
                 self.directkv.call(&[b"DEL", &c[1]]);

@@ -18,10 +18,8 @@ fn get_set_and_conditional_sets() {
         assert_eq!(c.cmd(&["GETSET", "k", "v3"]), bulk("v2"));
         assert_eq!(c.cmd(&["GETDEL", "k"]), bulk("v3"));
         assert_eq!(c.cmd(&["EXISTS", "k"]), Reply::Integer(0));
-        assert_eq!(
-            c.cmd(&["SET", "k", "v", "EX", "10"]),
-            Reply::Error("ERR directkv does not support key expiry".into())
-        );
+        assert_eq!(c.cmd(&["SET", "k", "v", "EX", "10"]), ok());
+        assert_eq!(c.cmd(&["TTL", "k"]), Reply::Integer(10));
         assert_eq!(
             c.cmd(&["SET", "k", "v", "BOGUS"]),
             Reply::Error("ERR syntax error".into())

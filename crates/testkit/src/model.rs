@@ -433,3 +433,170 @@ pub fn store(m: &mut Store, key: &[u8], eff: Eff) {
         }
     }
 }
+
+/// The model with key expiry (issue 20 item 1): a value and its deadline per key, and the
+/// batch's `now`. Redis 7's rules, written here without the engine's code: a key whose deadline
+/// is at or before `now` is absent for every operation; a plain put (and PUT NX/XX) clears the
+/// deadline, `PutExpire` with `KEEP_DEADLINE` keeps it, every other write keeps it; a deadline
+/// set at or before `now` deletes the key.
+pub type TimedStore = HashMap<Vec<u8>, (Vec<u8>, u64)>;
+
+/// The outcome of `op` at time `now` on the key's entry in `store`, applied to it.
+pub fn apply_timed(store: &mut TimedStore, op: &OwnedOp, now: u64, limits: Limits) -> Outcome {
+    use directkv_engine::{cond, parse_expire_args, KEEP_DEADLINE, NO_DEADLINE};
+    let live = |d: u64| d == NO_DEADLINE || d > now;
+    let entry = store.get(&op.key).filter(|(_, d)| live(*d)).cloned();
+    if entry.is_none() {
+        store.remove(&op.key);
+    }
+    let cur = entry.as_ref().map(|(v, _)| &v[..]);
+    let dl = entry.as_ref().map_or(NO_DEADLINE, |e| e.1);
+    let bad = Outcome {
+        status: Status::Error(OpError::BadDeadline),
+        reply: vec![],
+        eff: Eff::Keep,
+    };
+    let out = |status, reply: Vec<u8>| Outcome {
+        status,
+        reply: if op.no_return { vec![] } else { reply },
+        eff: Eff::Keep,
+    };
+    let key_ok = !op.key.is_empty() && op.key.len() <= limits.key_len_max;
+    // (outcome, the deadline to store with a Set or a kept value)
+    let (o, new_dl) = match op.kind {
+        OpKind::PutExpire | OpKind::Expire | OpKind::Persist | OpKind::Ttl | OpKind::GetEx
+            if key_ok =>
+        {
+            match op.kind {
+                OpKind::PutExpire => {
+                    let Some((d, c)) = parse_expire_args(&op.arg2) else {
+                        return bad;
+                    };
+                    if op.arg.len() > limits.value_len_max {
+                        return Outcome {
+                            status: Status::Error(OpError::ValueTooLarge {
+                                len: op.arg.len(),
+                                max: limits.value_len_max,
+                            }),
+                            ..bad
+                        };
+                    }
+                    if (c & cond::NX != 0 && cur.is_some()) || (c & cond::XX != 0 && cur.is_none())
+                    {
+                        (out(Status::NotStored, vec![]), dl)
+                    } else {
+                        let d = match d {
+                            KEEP_DEADLINE if cur.is_some() => dl,
+                            KEEP_DEADLINE => NO_DEADLINE,
+                            d => d,
+                        };
+                        let eff = if !live(d) {
+                            Eff::Delete
+                        } else {
+                            Eff::Set(op.arg.clone())
+                        };
+                        (
+                            Outcome {
+                                eff,
+                                ..out(Status::Ok, vec![])
+                            },
+                            d,
+                        )
+                    }
+                }
+                OpKind::Expire => {
+                    let Some((d, c)) = parse_expire_args(&op.arg) else {
+                        return bad;
+                    };
+                    match cur {
+                        None => (out(Status::NotFound, vec![]), dl),
+                        Some(v) => {
+                            let has = dl != NO_DEADLINE;
+                            let nx = c & cond::NX != 0;
+                            let xx = c & cond::XX != 0;
+                            let gt = c & cond::GT != 0;
+                            let lt = c & cond::LT != 0;
+                            let ok = if has {
+                                !nx && (!gt || d > dl) && (!lt || d < dl)
+                            } else {
+                                !xx && !gt
+                            };
+                            if !ok {
+                                (out(Status::NotStored, vec![]), dl)
+                            } else if !live(d) {
+                                (
+                                    Outcome {
+                                        eff: Eff::Delete,
+                                        ..out(Status::Ok, vec![])
+                                    },
+                                    dl,
+                                )
+                            } else {
+                                (
+                                    Outcome {
+                                        eff: Eff::Set(v.to_vec()),
+                                        ..out(Status::Ok, vec![])
+                                    },
+                                    d,
+                                )
+                            }
+                        }
+                    }
+                }
+                OpKind::Persist => match cur {
+                    None => (out(Status::NotFound, vec![]), dl),
+                    Some(_) if dl == NO_DEADLINE => (out(Status::NotStored, vec![]), dl),
+                    Some(_) => (out(Status::Ok, vec![]), NO_DEADLINE),
+                },
+                OpKind::Ttl => match cur {
+                    None => (out(Status::NotFound, vec![]), dl),
+                    Some(_) => {
+                        let left = if dl == NO_DEADLINE { 0 } else { dl - now };
+                        let mut r = dl.to_le_bytes().to_vec();
+                        r.extend_from_slice(&left.to_le_bytes());
+                        (out(Status::Ok, r), dl)
+                    }
+                },
+                _ => {
+                    if !(op.arg.is_empty() || op.arg.len() == 8) {
+                        return bad;
+                    }
+                    match cur {
+                        None => (out(Status::NotFound, vec![]), dl),
+                        Some(v) if op.arg.is_empty() => (out(Status::Ok, v.to_vec()), dl),
+                        Some(v) => {
+                            let d = u64::from_le_bytes(op.arg[..8].try_into().expect("8"));
+                            if !live(d) {
+                                (
+                                    Outcome {
+                                        eff: Eff::Delete,
+                                        ..out(Status::Ok, v.to_vec())
+                                    },
+                                    dl,
+                                )
+                            } else {
+                                (out(Status::Ok, v.to_vec()), d)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        OpKind::Put | OpKind::PutNx | OpKind::PutXx => (apply(cur, op, limits), NO_DEADLINE),
+        _ => (apply(cur, op, limits), dl),
+    };
+    match &o.eff {
+        Eff::Keep => {
+            if let Some((v, _)) = entry {
+                store.insert(op.key.clone(), (v, new_dl));
+            }
+        }
+        Eff::Set(v) => {
+            store.insert(op.key.clone(), (v.clone(), new_dl));
+        }
+        Eff::Delete => {
+            store.remove(&op.key);
+        }
+    }
+    o
+}

@@ -66,7 +66,20 @@ pub enum LocKind {
         header: usize,
         klen: usize,
         vlen: usize,
+        /// Absolute deadline in ms, or `record::NO_DEADLINE`.
+        deadline: u64,
     },
+}
+
+impl Loc {
+    /// The key's deadline (ms since the epoch), or `record::NO_DEADLINE`: inline keys have none.
+    #[inline(always)]
+    pub fn deadline(&self) -> u64 {
+        match self.kind {
+            LocKind::Record { deadline, .. } => deadline,
+            LocKind::Inline { .. } => record::NO_DEADLINE,
+        }
+    }
 }
 
 /// What the main bucket alone says about a key (`Table::probe_main`).
@@ -231,6 +244,8 @@ pub struct TableCounts {
     pub kv_bytes: u64,
     pub inline_keys: u64,
     pub chained_buckets: u64,
+    /// Keys with a deadline (Redis's `expires=` in INFO's keyspace line).
+    pub expiring_keys: u64,
 }
 
 pub struct Table {
@@ -557,11 +572,7 @@ impl Table {
         acc: &mut Access,
     ) -> Option<Loc> {
         let rec = ptr as usize * SLAB_UNIT_BYTES;
-        let hdr = record::decode(
-            c,
-            self.arena
-                .slice(rec, record::LARGE_HEADER_BYTES.min(SLAB_UNIT_BYTES)),
-        );
+        let hdr = record::decode(c, self.arena.slice(rec, record::HEADER_BYTES_MAX));
         // Reading the key brings in the record; the value is read in the same access.
         acc.read(rec, hdr.total());
         if hdr.klen != key.len() || !key_eq(self.arena.slice(rec + hdr.header, hdr.klen), key) {
@@ -574,6 +585,7 @@ impl Table {
             header: hdr.header,
             klen: hdr.klen,
             vlen: hdr.vlen,
+            deadline: hdr.deadline,
         };
         Some(Loc {
             bucket: off,
@@ -608,22 +620,24 @@ impl Table {
         vlen > 0 && kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
     }
 
-    /// Stores `value` under `key`, replacing `old` (the result of `lookup`) if present.
-    /// On error (out of memory) the table is unchanged.
+    /// Stores `value` under `key` with `deadline` (`record::NO_DEADLINE`: none), replacing
+    /// `old` (the result of `lookup`) if present. On error (out of memory) the table is
+    /// unchanged.
     pub fn write(
         &mut self,
         key: &[u8],
         h: u64,
         old: Option<Loc>,
         value: &[u8],
+        deadline: u64,
         acc: &mut Access,
     ) -> Result<(), OpError> {
         if let Some(o) = old {
-            if self.rewrite_in_place(key, &o, value, acc) {
+            if self.rewrite_in_place(key, &o, value, deadline, acc) {
                 return Ok(());
             }
         }
-        self.insert_new(key, h, value, acc)?;
+        self.insert_new(key, h, value, deadline, acc)?;
         if let Some(o) = old {
             self.remove(&o, acc);
         }
@@ -632,9 +646,17 @@ impl Table {
 
     /// Replaces the value where it is when the new key-value needs the same space. Returns false
     /// when it does not.
-    fn rewrite_in_place(&mut self, key: &[u8], o: &Loc, value: &[u8], acc: &mut Access) -> bool {
+    fn rewrite_in_place(
+        &mut self,
+        key: &[u8],
+        o: &Loc,
+        value: &[u8],
+        deadline: u64,
+        acc: &mut Access,
+    ) -> bool {
         let kv_len = key.len() + value.len();
-        let inline = self.is_inline(key.len(), value.len());
+        let timed = deadline != record::NO_DEADLINE;
+        let inline = !timed && self.is_inline(key.len(), value.len());
         match o.kind {
             LocKind::Inline { klen, vlen } if inline => {
                 if vlen == value.len() {
@@ -661,9 +683,10 @@ impl Table {
                 slot_code,
                 class,
                 vlen,
+                deadline: old_deadline,
                 ..
             } if !inline => {
-                let Some(l) = record::layout(key.len(), value.len(), self.top_class) else {
+                let Some(l) = record::layout(key.len(), value.len(), self.top_class, timed) else {
                     return false;
                 };
                 if l.slot_code != slot_code || l.class != class {
@@ -673,10 +696,14 @@ impl Table {
                     l,
                     key,
                     value,
+                    deadline,
                     self.arena.slice_mut(rec, class_size_bytes(class)),
                 );
                 acc.write(rec, l.header + kv_len);
                 self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
+                let was_timed = old_deadline != record::NO_DEADLINE;
+                self.counts.expiring_keys =
+                    self.counts.expiring_keys + u64::from(timed) - u64::from(was_timed);
                 true
             }
             _ => false,
@@ -689,18 +716,21 @@ impl Table {
         key: &[u8],
         h: u64,
         value: &[u8],
+        deadline: u64,
         acc: &mut Access,
     ) -> Result<(), OpError> {
         let kv_len = key.len() + value.len();
-        let inline = self.is_inline(key.len(), value.len());
+        let timed = deadline != record::NO_DEADLINE;
+        let inline = !timed && self.is_inline(key.len(), value.len());
         let need = if inline { kv_len } else { 0 };
         let rec = if inline {
             None
         } else {
-            let l = record::layout(key.len(), value.len(), self.top_class).ok_or(
+            let l = record::layout(key.len(), value.len(), self.top_class, timed).ok_or(
                 OpError::ValueTooLarge {
                     len: value.len(),
-                    max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - key.len(),
+                    max: (class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES)
+                        .saturating_sub(key.len() + if timed { record::DEADLINE_BYTES } else { 0 }),
                 },
             )?;
             let addr = self.slab.alloc(l.class).ok_or(OpError::OutOfMemory)?;
@@ -727,6 +757,7 @@ impl Table {
                     l,
                     key,
                     value,
+                    deadline,
                     self.arena.slice_mut(off, class_size_bytes(l.class)),
                 );
                 acc.write(off, l.header + kv_len);
@@ -736,6 +767,7 @@ impl Table {
         }
         *self.bucket_mut(target) = b;
         acc.write(target, LINE_BYTES);
+        self.counts.expiring_keys += u64::from(timed);
         self.counts.keys += 1;
         self.counts.kv_bytes += kv_len as u64;
         Ok(())
@@ -790,8 +822,10 @@ impl Table {
                 class,
                 klen,
                 vlen,
+                deadline,
                 ..
             } => {
+                self.counts.expiring_keys -= u64::from(deadline != record::NO_DEADLINE);
                 b.remove_pointer(loc.pos);
                 self.slab.free((rec / SLAB_UNIT_BYTES) as u32, class);
                 klen + vlen
@@ -821,14 +855,17 @@ impl Table {
         &self,
         klen: usize,
         vlen: usize,
+        deadline: bool,
         need: &mut [u32; CLASS_COUNT_MAX],
     ) -> Result<(), OpError> {
         need[usize::from(CHAIN_CLASS)] += 1;
-        if !self.is_inline(klen, vlen) {
-            let l = record::layout(klen, vlen, self.top_class).ok_or(OpError::ValueTooLarge {
-                len: vlen,
-                max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - klen,
-            })?;
+        if deadline || !self.is_inline(klen, vlen) {
+            let l = record::layout(klen, vlen, self.top_class, deadline).ok_or(
+                OpError::ValueTooLarge {
+                    len: vlen,
+                    max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - klen,
+                },
+            )?;
             need[usize::from(l.class)] += 1;
         }
         Ok(())
@@ -882,29 +919,58 @@ impl Table {
         hist
     }
 
-    /// Every key-value, for tests and snapshots: calls `f(key, value)`.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
-        for i in 0..self.bucket_count as usize {
+    /// Every key-value, expired or not, for tests and snapshots: calls
+    /// `f(key, value, deadline)`.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8], u64)) {
+        let mut cursor = 0;
+        loop {
+            cursor = self.scan(cursor, self.bucket_count, &mut f);
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Main buckets in the index (the range of a scan cursor).
+    pub fn bucket_count(&self) -> u64 {
+        self.bucket_count
+    }
+
+    /// Visits the key-values of up to `count` main buckets, from main bucket `cursor` on, with
+    /// the buckets chained behind them: `f(key, value, deadline)` for each, expired or not.
+    /// Returns the cursor to continue from, 0 when the pass reached the end of the index.
+    /// The table has a fixed bucket count (no resizing), so a pass of cursors visits every
+    /// key that was present during the whole pass exactly once.
+    pub fn scan(&self, cursor: u64, count: u64, mut f: impl FnMut(&[u8], &[u8], u64)) -> u64 {
+        let start = cursor.min(self.bucket_count);
+        let end = start.saturating_add(count.max(1)).min(self.bucket_count);
+        for i in start as usize..end as usize {
             let mut off = i * LINE_BYTES;
+            let mut hops = 0usize;
             loop {
                 let b = self.bucket(off);
                 for e in b.inline_entries() {
-                    f(b.inline_key(&e), b.inline_value(&e));
+                    f(b.inline_key(&e), b.inline_value(&e), record::NO_DEADLINE);
                 }
                 for s in b.pointer_slot_list() {
                     let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;
-                    let h = record::decode(
-                        b.code(s),
-                        self.arena.slice(rec, record::LARGE_HEADER_BYTES),
-                    );
+                    let h =
+                        record::decode(b.code(s), self.arena.slice(rec, record::HEADER_BYTES_MAX));
                     let kv = self.arena.slice(rec + h.header, h.klen + h.vlen);
-                    f(&kv[..h.klen], &kv[h.klen..]);
+                    f(&kv[..h.klen], &kv[h.klen..], h.deadline);
                 }
                 match b.chain() {
                     Some(p) => off = p as usize * SLAB_UNIT_BYTES,
                     None => break,
                 }
+                hops += 1;
+                assert!(hops <= self.arena.len() / LINE_BYTES, "chain cycle");
             }
+        }
+        if end >= self.bucket_count {
+            0
+        } else {
+            end
         }
     }
 }

@@ -143,6 +143,9 @@ pub(crate) struct Pipeline<'e> {
     pub(crate) limits: Limits,
     /// Stall mode: an operation on a key already in the window cuts the window.
     pub(crate) stall: bool,
+    /// The batch's time in ms since the Unix epoch (`Engine::set_now`): keys whose deadline
+    /// is at or before it are expired.
+    pub(crate) now: u64,
 }
 
 impl Pipeline<'_> {

@@ -17,6 +17,8 @@ use super::station::{GroupCursor, RingEntry, Station};
 use super::{finish_get, Pipeline, NONE, PREFETCH_AHEAD, RING_MASK};
 use crate::apply::{apply, Effect};
 use crate::config::WINDOW_MAX;
+use crate::expiry::expired;
+use crate::index::record::NO_DEADLINE;
 use crate::index::Loc;
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops;
@@ -132,11 +134,32 @@ impl Pipeline<'_> {
         }
     }
 
+    /// `Table::lookup` with key expiry: a key whose deadline is at or before `now` is removed
+    /// and reported missing, so that no operation ever sees it. Every lookup of the pipeline
+    /// goes through here (the main-bucket fast paths see only inline keys, which have no
+    /// deadline).
+    #[inline(always)]
+    fn lookup_live(&mut self, key: &[u8], h: u64) -> Option<Loc> {
+        let loc = self.table.lookup(key, h, self.access)?;
+        if expired(loc.deadline(), self.now) {
+            self.reclaim(&loc);
+            return None;
+        }
+        Some(loc)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reclaim(&mut self, loc: &Loc) {
+        self.table.remove(loc, self.access);
+        self.stats.note_expired(self.now - loc.deadline());
+    }
+
     /// One operation against the table: lookup, apply, store.
     pub(super) fn run_single(&mut self, ops: &[Op], i: usize, h: u64, out: &mut Results) {
         let op = &ops[i];
         self.access.clear();
-        let loc = self.table.lookup(op.key, h, self.access);
+        let loc = self.lookup_live(op.key, h);
         let start = out.mark();
         if op.kind == OpKind::Get {
             // The common case, without the general apply/store machinery.
@@ -151,13 +174,22 @@ impl Pipeline<'_> {
             return;
         }
         let cur = loc.as_ref().map(|l| self.table.value(l));
-        let (mut status, mut effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+        let mut dl = loc.as_ref().map_or(NO_DEADLINE, Loc::deadline);
+        let (mut status, mut effect) = apply(
+            self.registry,
+            op,
+            cur,
+            &mut dl,
+            self.now,
+            self.scratch,
+            out.buf(),
+        );
         // A write whose reply is past the results budget is refused (by `finish`) and not
         // applied: the client is told it failed, so it must not have happened.
         if out.past_budget() {
             effect = Effect::Keep;
         }
-        if let Err(e) = self.store(op, h, loc, effect) {
+        if let Err(e) = self.store(op, h, loc, effect, dl) {
             status = Status::Error(e);
         }
         if matches!(status, Status::Error(_)) {
@@ -173,6 +205,7 @@ impl Pipeline<'_> {
         h: u64,
         loc: Option<Loc>,
         effect: Effect,
+        deadline: u64,
     ) -> Result<(), crate::OpError> {
         let value: &[u8] = match effect {
             Effect::Keep => return Ok(()),
@@ -180,6 +213,14 @@ impl Pipeline<'_> {
                 self.table
                     .remove(&loc.expect("delete of a present key"), self.access);
                 return Ok(());
+            }
+            Effect::Touch => {
+                // The value is rewritten with its new deadline (it may move: a key with a
+                // deadline is a record, one without may go inline).
+                let l = loc.expect("deadline of a present key");
+                self.scratch.clear();
+                self.scratch.extend_from_slice(self.table.value(&l));
+                self.scratch
             }
             Effect::SetScratch => self.scratch,
             Effect::SetArg => op.arg,
@@ -192,7 +233,8 @@ impl Pipeline<'_> {
                 max: self.limits.value_len_max,
             });
         }
-        self.table.write(op.key, h, loc, value, self.access)
+        self.table
+            .write(op.key, h, loc, value, deadline, self.access)
     }
 
     /// A leader and its followers: one lookup, data forwarding through `fwd`, one write-back.
@@ -201,8 +243,10 @@ impl Pipeline<'_> {
         let lead = &ops[self.station.ring[j & RING_MASK].op as usize];
         let h = self.station.ring[(j) & RING_MASK].hash;
         self.access.clear();
-        let loc = self.table.lookup(lead.key, h, self.access);
+        let loc = self.lookup_live(lead.key, h);
         let mut present = loc.is_some();
+        // The deadline travels with the forwarded value.
+        let mut dl = loc.as_ref().map_or(NO_DEADLINE, Loc::deadline);
         self.forwarded.clear();
         if let Some(l) = &loc {
             self.forwarded.extend_from_slice(self.table.value(l));
@@ -229,7 +273,16 @@ impl Pipeline<'_> {
             } else {
                 None
             };
-            let (mut status, mut effect) = apply(self.registry, op, cur, self.scratch, out.buf());
+            let before = dl;
+            let (mut status, mut effect) = apply(
+                self.registry,
+                op,
+                cur,
+                &mut dl,
+                self.now,
+                self.scratch,
+                out.buf(),
+            );
             // Only appends grow a value past the limit validation checked on entry: such an op
             // fails on its own, as it would alone (`store`), and the group goes on from the
             // value before it, so no later op of the group sees the over-long value.
@@ -244,8 +297,11 @@ impl Pipeline<'_> {
             if out.past_budget() {
                 effect = Effect::Keep;
             }
+            if effect == Effect::Keep {
+                dl = before;
+            }
             match effect {
-                Effect::Keep => {}
+                Effect::Keep | Effect::Touch => {}
                 Effect::SetScratch => std::mem::swap(self.forwarded, self.scratch),
                 Effect::SetArg | Effect::SetArg2 => {
                     self.forwarded.clear();
@@ -260,6 +316,9 @@ impl Pipeline<'_> {
             }
             if effect != Effect::Keep {
                 present = effect != Effect::Delete;
+                if !present {
+                    dl = NO_DEADLINE;
+                }
                 dirty = true;
             }
             if matches!(status, Status::Error(_)) {
@@ -282,7 +341,7 @@ impl Pipeline<'_> {
                 }
                 (true, _) => self
                     .table
-                    .write(lead.key, h, loc, self.forwarded, self.access),
+                    .write(lead.key, h, loc, self.forwarded, dl, self.access),
                 (false, Some(l)) => {
                     self.table.remove(&l, self.access);
                     Ok(())

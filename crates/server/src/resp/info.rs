@@ -121,7 +121,8 @@ fn section(
         "Replication" => s.push_str("role:master\r\nconnected_slaves:0\r\n"),
         "Keyspace" => {
             let keys: u64 = reports.iter().map(|r| r.counts.keys).sum();
-            let _ = write!(s, "db0:keys={keys},expires=0,avg_ttl=0\r\n");
+            let expires: u64 = reports.iter().map(|r| r.counts.expiring_keys).sum();
+            let _ = write!(s, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
         }
         "Busy polling" => {
             let _ = write!(s, "busy_poll_us:{}\r\n", ctx.cfg.busy_poll_us);

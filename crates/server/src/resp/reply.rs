@@ -54,6 +54,15 @@ pub(crate) enum Recipe {
     Numbers { op: usize, elem: ElemType },
     /// `[1|0, current value]` (DKV.CAS).
     Cas { op: usize },
+    /// `:1` when the operation applied, `:0` when its condition failed or the key is missing
+    /// (EXPIRE family, PERSIST).
+    Flag { op: usize },
+    /// A `Ttl` result as Redis's TTL family replies: -2 no key, -1 no deadline, else the time
+    /// left (`absolute`: the deadline) in seconds, rounded, or in milliseconds (`ms`).
+    Deadline { op: usize, absolute: bool, ms: bool },
+    /// Null when the key is missing, else the immediate bytes `start..end` (GETEX with a bad
+    /// time: Redis looks the key up before it checks the time).
+    NullOrImmediate { op: usize, start: usize, end: usize },
 }
 
 /// The commands of one batch: their operations, grouped by shard, and their reply recipes.
@@ -127,6 +136,17 @@ impl Pending {
         let start = self.immediate.len();
         write(&mut self.immediate);
         self.recipes.push(Recipe::Immediate {
+            start,
+            end: self.immediate.len(),
+        });
+    }
+
+    /// Adds a reply that is null if operation `op` did not find its key, else the error `text`.
+    pub(crate) fn null_or_error(&mut self, op: usize, v: Version, text: &str) {
+        let start = self.immediate.len();
+        RespWriter::new(&mut self.immediate, v).error(text);
+        self.recipes.push(Recipe::NullOrImmediate {
+            op,
             start,
             end: self.immediate.len(),
         });
@@ -290,6 +310,39 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     w.array_len(2);
                     w.integer(i64::from(status == Status::Ok));
                     w.bulk(d);
+                }
+            }
+            Recipe::Flag { op } => match p.result(op).0 {
+                Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                s => w.integer(i64::from(s == Status::Ok)),
+            },
+            Recipe::Deadline { op, absolute, ms } => {
+                let (s, d) = p.result(op);
+                lookups.add(s);
+                match s {
+                    Status::Ok if d.len() == 16 => {
+                        let at = u64::from_le_bytes(d[..8].try_into().expect("8 bytes"));
+                        let left = u64::from_le_bytes(d[8..].try_into().expect("8 bytes"));
+                        // Deadlines are at most i64::MAX ms (Redis's range), so the
+                        // rounding to seconds cannot overflow a u64.
+                        let t = if absolute { at } else { left };
+                        match (at, ms) {
+                            (directkv_engine::NO_DEADLINE, _) => w.integer(-1),
+                            (_, true) => w.integer(t as i64),
+                            (_, false) => w.integer(((t + 500) / 1000) as i64),
+                        }
+                    }
+                    Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                    _ => w.integer(-2),
+                }
+            }
+            Recipe::NullOrImmediate { op, start, end } => {
+                let s = p.result(op).0;
+                lookups.add(s);
+                match s {
+                    Status::Ok => out.extend_from_slice(&p.immediate[start..end]),
+                    Status::Error(e) => w.error(&cmd::op_error_text(&e)),
+                    _ => w.null(),
                 }
             }
         }

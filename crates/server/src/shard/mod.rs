@@ -21,6 +21,7 @@ pub(crate) mod atomic;
 pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
+pub(crate) mod expiry;
 pub(crate) mod panics;
 
 use std::cell::RefCell;
@@ -108,9 +109,27 @@ impl ShardCtx {
     /// batches forwarded from other shards) passes here, on the thread that owns the engine.
     /// A feature that must see every operation or every write (an expiry sweeper's clock, a
     /// persistence log, replication) hooks in here, once.
+    /// Time enters the engine here, once per batch (`expiry.rs`).
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
-        self.engine.borrow_mut().execute(ops, results);
+        let mut e = self.engine.borrow_mut();
+        e.set_now(expiry::now_ms());
+        e.execute(ops, results);
+    }
+
+    /// One step of the expiry sweep (`expiry.rs`): removes the expired keys of `buckets` main
+    /// buckets from `cursor` on and returns the next cursor (0: the pass is done). The third
+    /// door that writes (with `execute` and `flush`): what must see every write (a persistence
+    /// log, replication) sees these removals here, as Redis propagates expiries as deletes.
+    pub(crate) fn sweep_step(&self, cursor: u64, buckets: u64) -> u64 {
+        let mut e = self.engine.borrow_mut();
+        e.set_now(expiry::now_ms());
+        e.expire_step(cursor, buckets).0
+    }
+
+    /// Keys with a deadline in this shard.
+    pub(crate) fn expiring_keys(&self) -> u64 {
+        self.engine.borrow().counts().expiring_keys
     }
 
     /// Runs `ops` all or nothing (`Engine::execute_atomic`): the atomic plans' door, which
@@ -215,6 +234,7 @@ pub(crate) fn run(s: ShardSpawn) {
             activity: Default::default(),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
+        tokio::task::spawn_local(expiry::sweep(ctx.clone()));
         if ctx.cfg.busy_poll_us > 0 {
             let ctx = ctx.clone();
             let window = std::time::Duration::from_micros(ctx.cfg.busy_poll_us);

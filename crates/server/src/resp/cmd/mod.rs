@@ -3,6 +3,7 @@
 //! are "barriers": the connection runs what is pending first, then them.
 
 pub mod dkv;
+pub mod expiry;
 pub mod server;
 pub mod strings;
 
@@ -61,6 +62,18 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("dbsize", 1),
     ("flushall", -1),
     ("flushdb", -1),
+    ("expire", -3),
+    ("pexpire", -3),
+    ("expireat", -3),
+    ("pexpireat", -3),
+    ("ttl", 2),
+    ("pttl", 2),
+    ("expiretime", 2),
+    ("pexpiretime", 2),
+    ("persist", 2),
+    ("setex", 4),
+    ("psetex", 4),
+    ("getex", -2),
 ];
 
 /// What a command needs beyond the plan.
@@ -128,6 +141,9 @@ pub fn plan(
         return r;
     }
     if let Some(r) = dkv::plan(p, v, name, args) {
+        return r;
+    }
+    if let Some(r) = expiry::plan(p, v, name, args) {
         return r;
     }
     if let Some(r) = server::plan(p, s, name, args, requirepass) {

@@ -9,7 +9,7 @@
 use directkv_engine::{Op, OpError};
 use directkv_proto::resp::{self, RespWriter, Version};
 
-use super::{arity, error, op_error_text, parse_int, Planned};
+use super::{arity, error, expiry, op_error_text, parse_int, Planned};
 use crate::config::ServerConfig;
 use crate::resp::reply::{Pending, Recipe};
 use crate::shard::dispatch::shard_of;
@@ -106,21 +106,32 @@ fn incr(p: &mut Pending, key: &[u8], delta: i64) -> Planned {
     Planned::Queued
 }
 
-/// SET key value [NX | XX] [GET]; expiry options are refused (directkv has no expiry).
+/// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL], options parsed
+/// as Redis 7 does (`expiry::parse_options`).
 fn set(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
-    let (mut nx, mut xx, mut get) = (false, false, false);
-    for opt in &a[3..] {
-        match String::from_utf8_lossy(opt).to_ascii_lowercase().as_str() {
-            "nx" if !xx => nx = true,
-            "xx" if !nx => xx = true,
-            "get" => get = true,
-            "ex" | "px" | "exat" | "pxat" | "keepttl" => {
-                return error(p, v, "ERR directkv does not support key expiry");
-            }
-            _ => return error(p, v, resp::err_syntax()),
-        }
-    }
-    let put = if nx {
+    let Ok(o) = expiry::parse_options(&a[3..], true) else {
+        return error(p, v, resp::err_syntax());
+    };
+    let (nx, xx, get) = (o.nx, o.xx, o.get);
+    let deadline = match o.expire {
+        Some((time, unit, relative)) => match expiry::deadline_ms(time, unit, relative, "set") {
+            Ok(d) => Some(d),
+            Err(e) => return error(p, v, &e),
+        },
+        None if o.keepttl => Some(directkv_engine::KEEP_DEADLINE),
+        None => None,
+    };
+    let c = if nx {
+        directkv_engine::cond::NX
+    } else if xx {
+        directkv_engine::cond::XX
+    } else {
+        directkv_engine::cond::ANY
+    };
+    let args = deadline.map(|d| directkv_engine::expire_args(d, c));
+    let put = if let Some(args) = &args {
+        Op::put_expire(a[1], a[2], args)
+    } else if nx {
         Op::put_nx(a[1], a[2])
     } else if xx {
         Op::put_xx(a[1], a[2])
