@@ -72,7 +72,9 @@ pub(crate) fn check(
             | OpKind::IncrByFloat
             | OpKind::UpdateS2S
             | OpKind::UpdateS2V
-            | OpKind::UpdateV2V => limits.value_len_max,
+            | OpKind::UpdateV2V
+            | OpKind::SetRange
+            | OpKind::SetBit => limits.value_len_max,
         };
         table.write_blocks_max(op.key.len(), vlen, &mut need)?;
     }

@@ -41,9 +41,14 @@ pub enum OpKind {
     IncrBy = 12,
     /// Like `IncrBy` for a decimal floating-point string and an f64 `arg`.
     IncrByFloat = 13,
+    /// Writes `arg2` at byte offset `arg` (u64 LE), zero-padding (Redis SETRANGE; see
+    /// `ops/range.rs`); replies the new length (u64 LE).
+    SetRange = 14,
+    /// Sets bit `arg` (u64 LE) to `arg2` ([0] or [1]) (Redis SETBIT); replies the old bit.
+    SetBit = 15,
 }
 
-pub const OP_KIND_COUNT: usize = 14;
+pub const OP_KIND_COUNT: usize = 16;
 
 impl OpKind {
     pub const ALL: [OpKind; OP_KIND_COUNT] = [
@@ -61,6 +66,8 @@ impl OpKind {
         OpKind::Append,
         OpKind::IncrBy,
         OpKind::IncrByFloat,
+        OpKind::SetRange,
+        OpKind::SetBit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +86,8 @@ impl OpKind {
             OpKind::Append => "append",
             OpKind::IncrBy => "incr_by",
             OpKind::IncrByFloat => "incr_by_float",
+            OpKind::SetRange => "set_range",
+            OpKind::SetBit => "set_bit",
         }
     }
 
@@ -199,6 +208,22 @@ impl<'a> Op<'a> {
         Op {
             arg: delta,
             ..Op::new(OpKind::IncrByFloat, key)
+        }
+    }
+    /// `offset` is a u64 in little-endian (8 bytes).
+    pub fn set_range(key: &'a [u8], offset: &'a [u8; 8], bytes: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: offset,
+            arg2: bytes,
+            ..Op::new(OpKind::SetRange, key)
+        }
+    }
+    /// `offset` is a bit offset, u64 in little-endian (8 bytes); `bit` is [0] or [1].
+    pub fn set_bit(key: &'a [u8], offset: &'a [u8; 8], bit: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: offset,
+            arg2: bit,
+            ..Op::new(OpKind::SetBit, key)
         }
     }
     pub fn filter(key: &'a [u8], func: u16, elem: ElemType, param: &'a [u8]) -> Op<'a> {

@@ -54,6 +54,9 @@ pub(crate) enum Recipe {
     Numbers { op: usize, elem: ElemType },
     /// `[1|0, current value]` (DKV.CAS).
     Cas { op: usize },
+    /// A reply derived from the operation's result by `cmd::bits::render` (GETRANGE, SETBIT,
+    /// BITCOUNT, ...).
+    Bits { op: usize, d: cmd::bits::Bits },
 }
 
 /// The commands of one batch: their operations, grouped by shard, and their reply recipes.
@@ -291,6 +294,13 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     w.integer(i64::from(status == Status::Ok));
                     w.bulk(d);
                 }
+            }
+            Recipe::Bits { op, d } => {
+                let (s, data) = p.result(op);
+                if d.reads() {
+                    lookups.add(s);
+                }
+                cmd::bits::render(&mut w, d, s, data);
             }
         }
     }

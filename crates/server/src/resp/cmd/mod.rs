@@ -2,6 +2,7 @@
 //! recipe (`plan`), or answers at once. Commands that need every shard (DBSIZE, FLUSHALL, INFO)
 //! are "barriers": the connection runs what is pending first, then them.
 
+pub mod bits;
 pub mod dkv;
 pub mod server;
 pub mod strings;
@@ -61,6 +62,13 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("dbsize", 1),
     ("flushall", -1),
     ("flushdb", -1),
+    ("getrange", 4),
+    ("substr", 4),
+    ("setrange", 4),
+    ("getbit", 3),
+    ("setbit", 4),
+    ("bitcount", -2),
+    ("bitpos", -3),
 ];
 
 /// What a command needs beyond the plan.
@@ -125,6 +133,9 @@ pub fn plan(
         return Planned::Queued;
     }
     if let Some(r) = strings::plan(p, v, name, args) {
+        return r;
+    }
+    if let Some(r) = bits::plan(p, v, name, args) {
         return r;
     }
     if let Some(r) = dkv::plan(p, v, name, args) {
