@@ -57,6 +57,8 @@ pub(crate) enum Recipe {
     /// A reply derived from the operation's result by `cmd::bits::render` (GETRANGE, SETBIT,
     /// BITCOUNT, ...).
     Bits { op: usize, d: cmd::bits::Bits },
+    /// A reply derived by `cmd::keyspace::render` (TYPE, OBJECT, MEMORY USAGE).
+    Key { op: usize, d: cmd::keyspace::Key },
 }
 
 /// The commands of one batch: their operations, grouped by shard, and their reply recipes.
@@ -301,6 +303,11 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     lookups.add(s);
                 }
                 cmd::bits::render(&mut w, d, s, data);
+            }
+            Recipe::Key { op, d } => {
+                let (s, data) = p.result(op);
+                lookups.add(s);
+                cmd::keyspace::render(&mut w, d, s, data);
             }
         }
     }

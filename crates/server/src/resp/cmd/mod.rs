@@ -4,6 +4,7 @@
 
 pub mod bits;
 pub mod dkv;
+pub mod keyspace;
 pub mod server;
 pub mod strings;
 
@@ -69,6 +70,14 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("setbit", 4),
     ("bitcount", -2),
     ("bitpos", -3),
+    ("type", 2),
+    ("touch", -2),
+    ("rename", 3),
+    ("renamenx", 3),
+    ("copy", -3),
+    ("msetnx", -3),
+    ("object", -2),
+    ("memory", -2),
 ];
 
 /// What a command needs beyond the plan.
@@ -138,6 +147,9 @@ pub fn plan(
     if let Some(r) = bits::plan(p, v, name, args) {
         return r;
     }
+    if let Some(r) = keyspace::plan(p, v, name, args) {
+        return r;
+    }
     if let Some(r) = dkv::plan(p, v, name, args) {
         return r;
     }
@@ -159,7 +171,11 @@ pub(crate) async fn atomic(
     out: &mut Vec<u8>,
 ) {
     let lowered = Name::lower(args[0]);
-    strings::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    if keyspace::is_atomic(lowered.as_bytes()) {
+        keyspace::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    } else {
+        strings::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    }
     crate::resp::reply::render(p, v, out, &ctx.stats);
     p.clear();
 }
