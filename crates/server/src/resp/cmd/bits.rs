@@ -348,7 +348,7 @@ fn first_bit(v: &[u8], bit: u8, from: u64, to: u64) -> Option<u64> {
     while i <= to {
         let byte = v[(i / 8) as usize];
         // Whole bytes with nothing to find are skipped at once.
-        if i % 8 == 0 && to - i >= 7 && byte == skip {
+        if i.is_multiple_of(8) && to - i >= 7 && byte == skip {
             i += 8;
             continue;
         }
