@@ -330,6 +330,12 @@ async fn copy(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
             Ok(found) => found,
             Err(a) => return a,
         };
+        // Redis reads COPY's source as a lookup (a keyspace hit or miss), its destination not.
+        let counter = match found[0] {
+            Some(_) => &ctx.stats.keyspace_hits,
+            None => &ctx.stats.keyspace_misses,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(value) = &found[0] else {
             return Answer::Int(0);
         };
