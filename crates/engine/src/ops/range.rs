@@ -14,6 +14,9 @@
 //! changes nothing (a missing key stays missing, as in Redis). The length a write would need is
 //! computed by [`value_len`] before anything is allocated, so an offset past `value_len_max`
 //! is refused (`ValueTooLarge`) by validation, not after building a huge value.
+//!
+//! Deadlines (issue 20 item 1): Redis keeps a key's time to live through SETRANGE and SETBIT, so
+//! when entries carry a deadline, these writes (effect `SetScratch`, as APPEND's) must keep it.
 
 use crate::error::OpError;
 use crate::op::{Op, OpKind};

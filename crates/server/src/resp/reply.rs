@@ -55,8 +55,8 @@ pub(crate) enum Recipe {
     /// `[1|0, current value]` (DKV.CAS).
     Cas { op: usize },
     /// A reply derived from the operation's result by `cmd::bits::render` (GETRANGE, SETBIT,
-    /// BITCOUNT, ...).
-    Bits { op: usize, d: cmd::bits::Bits },
+    /// BITCOUNT, ...), its arguments stashed at `at` (`Pending::stash`).
+    Bits { op: usize, at: usize },
     /// A reply derived by `cmd::keyspace::render` (TYPE, OBJECT, MEMORY USAGE).
     Key { op: usize, d: cmd::keyspace::Key },
 }
@@ -135,6 +135,14 @@ impl Pending {
             start,
             end: self.immediate.len(),
         });
+    }
+
+    /// Keeps `bytes` with the batch (in the immediate buffer, outside any reply) for a recipe
+    /// to read back when it renders; returns where they are.
+    pub(crate) fn stash(&mut self, bytes: &[u8]) -> usize {
+        let at = self.immediate.len();
+        self.immediate.extend_from_slice(bytes);
+        at
     }
 
     /// Status and data of planned operation `op`, once its shard's batch ran.
@@ -297,7 +305,8 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     w.bulk(d);
                 }
             }
-            Recipe::Bits { op, d } => {
+            Recipe::Bits { op, at } => {
+                let d = cmd::bits::Bits::decode(&p.immediate[at..at + cmd::bits::BITS_ENCODED]);
                 let (s, data) = p.result(op);
                 if d.reads() {
                     lookups.add(s);

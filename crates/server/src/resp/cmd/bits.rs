@@ -108,8 +108,16 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
 
 fn read(p: &mut Pending, key: &[u8], d: Bits) -> Planned {
     let op = p.op(&Op::get(key));
-    p.recipes.push(Recipe::Bits { op, d });
+    recipe(p, op, d);
     Planned::Queued
+}
+
+/// Adds the recipe of `d` for operation `op`. Its arguments are stashed with the batch's
+/// immediate bytes rather than held in the recipe, so every recipe stays 24 bytes (a `Bits`
+/// is 40) and a pipeline of GETs does not pay for BITPOS's range.
+fn recipe(p: &mut Pending, op: usize, d: Bits) {
+    let at = p.stash(&d.encode());
+    p.recipes.push(Recipe::Bits { op, at });
 }
 
 /// A bit offset as Redis's `getBitOffsetFromArgument` takes it: an integer, not negative,
@@ -133,10 +141,7 @@ fn setrange(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     }
     let offset = offset.to_le_bytes();
     let op = p.op(&Op::set_range(a[1], &offset, a[3]));
-    p.recipes.push(Recipe::Bits {
-        op,
-        d: Bits::SetRange,
-    });
+    recipe(p, op, Bits::SetRange);
     Planned::Queued
 }
 
@@ -152,10 +157,7 @@ fn setbit(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     };
     let offset = offset.to_le_bytes();
     let op = p.op(&Op::set_bit(a[1], &offset, bit));
-    p.recipes.push(Recipe::Bits {
-        op,
-        d: Bits::SetBit,
-    });
+    recipe(p, op, Bits::SetBit);
     Planned::Queued
 }
 
@@ -217,7 +219,59 @@ fn unit(a: Option<&&[u8]>) -> Option<bool> {
     }
 }
 
+/// Bytes of an encoded `Bits`: kind, bit, range kind, unit, end given, start, end (i64 LE).
+pub(crate) const BITS_ENCODED: usize = 5 + 16;
+
 impl Bits {
+    /// The bytes `decode` reads back (stashed with the batch, see `recipe`).
+    fn encode(self) -> [u8; BITS_ENCODED] {
+        let mut b = [0u8; BITS_ENCODED];
+        let (kind, bit, range, (x, y)) = match self {
+            Bits::GetRange { start, end } => (0, 0, Range::Whole, (start, end)),
+            Bits::GetBit { offset } => (1, 0, Range::Whole, (offset as i64, 0)),
+            Bits::SetRange => (2, 0, Range::Whole, (0, 0)),
+            Bits::SetBit => (3, 0, Range::Whole, (0, 0)),
+            Bits::Count(r) => (4, 0, r, (0, 0)),
+            Bits::Pos { bit, range } => (5, bit, range, (0, 0)),
+        };
+        let (rk, unit, given, x, y) = match range {
+            Range::Whole => (0, false, false, x, y),
+            Range::Span { start, end, bits } => (1, bits, end.is_some(), start, end.unwrap_or(0)),
+            Range::Empty => (2, false, false, x, y),
+            Range::NotInteger => (3, false, false, x, y),
+            Range::Syntax => (4, false, false, x, y),
+        };
+        b[..5].copy_from_slice(&[kind, bit, rk, u8::from(unit), u8::from(given)]);
+        b[5..13].copy_from_slice(&x.to_le_bytes());
+        b[13..].copy_from_slice(&y.to_le_bytes());
+        b
+    }
+
+    /// The `Bits` that `encode` wrote into `b`.
+    pub(crate) fn decode(b: &[u8]) -> Bits {
+        let x = i64::from_le_bytes(b[5..13].try_into().expect("8 bytes"));
+        let y = i64::from_le_bytes(b[13..21].try_into().expect("8 bytes"));
+        let range = match b[2] {
+            0 => Range::Whole,
+            1 => Range::Span {
+                start: x,
+                end: (b[4] == 1).then_some(y),
+                bits: b[3] == 1,
+            },
+            2 => Range::Empty,
+            3 => Range::NotInteger,
+            _ => Range::Syntax,
+        };
+        match b[0] {
+            0 => Bits::GetRange { start: x, end: y },
+            1 => Bits::GetBit { offset: x as u64 },
+            2 => Bits::SetRange,
+            3 => Bits::SetBit,
+            4 => Bits::Count(range),
+            _ => Bits::Pos { bit: b[1], range },
+        }
+    }
+
     /// Whether the command reads its key (a keyspace hit or miss), as Redis counts them.
     pub(crate) fn reads(self) -> bool {
         !matches!(self, Bits::SetRange | Bits::SetBit)
@@ -363,6 +417,41 @@ fn first_bit(v: &[u8], bit: u8, from: u64, to: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_commands_keep_recipes_at_24_bytes() {
+        assert_eq!(size_of::<crate::resp::reply::Recipe>(), 24);
+    }
+
+    #[test]
+    fn bits_survive_their_encoding() {
+        let span = |start, end, bits| Range::Span { start, end, bits };
+        for d in [
+            Bits::GetRange {
+                start: i64::MIN,
+                end: i64::MAX,
+            },
+            Bits::GetBit {
+                offset: (512 << 23) - 1,
+            },
+            Bits::SetRange,
+            Bits::SetBit,
+            Bits::Count(Range::Whole),
+            Bits::Count(span(-5, Some(-1), true)),
+            Bits::Count(Range::Empty),
+            Bits::Count(Range::Syntax),
+            Bits::Pos {
+                bit: 1,
+                range: span(3, None, false),
+            },
+            Bits::Pos {
+                bit: 0,
+                range: Range::NotInteger,
+            },
+        ] {
+            assert_eq!(format!("{:?}", Bits::decode(&d.encode())), format!("{d:?}"));
+        }
+    }
 
     #[test]
     fn get_range_converts_indexes_as_redis() {
