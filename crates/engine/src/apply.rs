@@ -109,6 +109,7 @@ pub(crate) fn apply(
         OpKind::PutExpire | OpKind::Expire | OpKind::Persist | OpKind::Ttl | OpKind::GetEx => {
             crate::expiry::apply_expiry(op, cur, dl, now, out)
         }
+        OpKind::SetRange | OpKind::SetBit => apply_range(op, cur, scratch, out),
         _ => apply_vector(reg, op, cur, scratch, out),
     }
 }
@@ -141,6 +142,42 @@ fn apply_string(
         }
     }
     (Status::Ok, Effect::SetScratch)
+}
+
+/// SETRANGE and SETBIT (`ops/range.rs`): the new value goes to `scratch`.
+fn apply_range(
+    op: &Op,
+    cur: Option<&[u8]>,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> (Status, Effect) {
+    let reply = !op.no_return;
+    let changed = match op.kind {
+        OpKind::SetRange => match ops::range::set_range(cur, op.arg, op.arg2, scratch) {
+            Ok(changed) => {
+                if reply {
+                    out.extend_from_slice(&(scratch.len() as u64).to_le_bytes());
+                }
+                changed
+            }
+            Err(e) => return (Status::Error(e), Effect::Keep),
+        },
+        _ => match ops::range::set_bit(cur, op.arg, op.arg2, scratch) {
+            Ok(old) => {
+                if reply {
+                    out.push(old);
+                }
+                true
+            }
+            Err(e) => return (Status::Error(e), Effect::Keep),
+        },
+    };
+    let effect = if changed {
+        Effect::SetScratch
+    } else {
+        Effect::Keep
+    };
+    (Status::Ok, effect)
 }
 
 #[inline]
@@ -207,6 +244,7 @@ pub(crate) fn validate_value(op: &Op, limits: &Limits) -> Result<(), crate::OpEr
                 }
             }
             OpKind::Cas => op.arg2.len(),
+            OpKind::SetRange | OpKind::SetBit => ops::range::value_len(op),
             _ => 0,
         };
         if value_len > limits.value_len_max {

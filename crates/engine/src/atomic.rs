@@ -87,7 +87,9 @@ pub(crate) fn check(
             | OpKind::IncrByFloat
             | OpKind::UpdateS2S
             | OpKind::UpdateS2V
-            | OpKind::UpdateV2V => (limits.value_len_max, true),
+            | OpKind::UpdateV2V
+            | OpKind::SetRange
+            | OpKind::SetBit => (limits.value_len_max, true),
         };
         table.write_blocks_max(op.key.len(), vlen, deadline, &mut need)?;
     }

@@ -350,6 +350,11 @@ impl Engine {
     }
 
     #[doc(hidden)]
+    /// Arena bytes a key-value of these lengths takes in this engine (`Table::footprint_bytes`).
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
+        self.table.footprint_bytes(klen, vlen)
+    }
+
     pub fn check_invariants(&self) {
         self.table.slab().check_invariants();
         let mut keys = 0u64;

@@ -60,9 +60,14 @@ pub enum OpKind {
     /// removes it, Redis's PERSIST; an empty `arg` leaves it alone). A deadline at or before
     /// `now` deletes the key after it was read. Redis's GETEX.
     GetEx = 18,
+    /// Writes `arg2` at byte offset `arg` (u64 LE), zero-padding (Redis SETRANGE; see
+    /// `ops/range.rs`); replies the new length (u64 LE).
+    SetRange = 19,
+    /// Sets bit `arg` (u64 LE) to `arg2` ([0] or [1]) (Redis SETBIT); replies the old bit.
+    SetBit = 20,
 }
 
-pub const OP_KIND_COUNT: usize = 19;
+pub const OP_KIND_COUNT: usize = 21;
 
 /// A deadline that says "keep the key's current deadline" (`OpKind::PutExpire`, KEEPTTL).
 pub const KEEP_DEADLINE: u64 = u64::MAX;
@@ -123,6 +128,8 @@ impl OpKind {
         OpKind::Persist,
         OpKind::Ttl,
         OpKind::GetEx,
+        OpKind::SetRange,
+        OpKind::SetBit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -146,6 +153,8 @@ impl OpKind {
             OpKind::Persist => "persist",
             OpKind::Ttl => "ttl",
             OpKind::GetEx => "get_ex",
+            OpKind::SetRange => "set_range",
+            OpKind::SetBit => "set_bit",
         }
     }
 
@@ -269,6 +278,22 @@ impl<'a> Op<'a> {
         Op {
             arg: delta,
             ..Op::new(OpKind::IncrByFloat, key)
+        }
+    }
+    /// `offset` is a u64 in little-endian (8 bytes).
+    pub fn set_range(key: &'a [u8], offset: &'a [u8; 8], bytes: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: offset,
+            arg2: bytes,
+            ..Op::new(OpKind::SetRange, key)
+        }
+    }
+    /// `offset` is a bit offset, u64 in little-endian (8 bytes); `bit` is [0] or [1].
+    pub fn set_bit(key: &'a [u8], offset: &'a [u8; 8], bit: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: offset,
+            arg2: bit,
+            ..Op::new(OpKind::SetBit, key)
         }
     }
     pub fn filter(key: &'a [u8], func: u16, elem: ElemType, param: &'a [u8]) -> Op<'a> {

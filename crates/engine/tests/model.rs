@@ -165,6 +165,10 @@ enum Act {
     /// A put of a number's text (`NUM_TEXTS`), so the counters meet integers and floats.
     PutNum(u8),
     Bad(Bad),
+    /// SETRANGE at the byte offset (huge ones are refused by the limit) of the value.
+    SetRange(u64, Val),
+    /// SETBIT at the bit offset to the byte (0 or 1; 2 is malformed).
+    SetBit(u64, u8),
 }
 
 /// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
@@ -292,6 +296,20 @@ fn materialize(a: &AOp, key: &[u8], cur: Option<&[u8]>) -> OwnedOp {
         Act::IncrByFloat(d) => OwnedOp {
             arg: d.to_le_bytes().to_vec(),
             ..OwnedOp::new(OpKind::IncrByFloat, key)
+        },
+        Act::SetRange(off, v) => {
+            let mut arg2 = v.bytes();
+            arg2.truncate(16);
+            OwnedOp {
+                arg: off.to_le_bytes().to_vec(),
+                arg2,
+                ..OwnedOp::new(OpKind::SetRange, key)
+            }
+        }
+        Act::SetBit(off, bit) => OwnedOp {
+            arg: off.to_le_bytes().to_vec(),
+            arg2: vec![bit],
+            ..OwnedOp::new(OpKind::SetBit, key)
         },
         Act::PutNum(i) => OwnedOp {
             arg: NUM_TEXTS[i as usize % NUM_TEXTS.len()].as_bytes().to_vec(),
@@ -656,6 +674,12 @@ fn act(big: bool) -> BoxedStrategy<Act> {
         4 => small_i64().prop_map(Act::IncrBy),
         3 => small_f64().prop_map(Act::IncrByFloat),
         3 => any::<u8>().prop_map(Act::PutNum),
+        // Small offsets (values stay short, as for appends), and offsets past the limit.
+        3 => (prop_oneof![8 => 0u64..=300, 1 => (VALUE_LEN_MAX as u64 - 8)..=u64::MAX], val(false))
+            .prop_map(|(o, v)| Act::SetRange(o, v)),
+        3 => (prop_oneof![8 => 0u64..=2400, 1 => (VALUE_LEN_MAX as u64 * 8 - 8)..=u64::MAX],
+            prop_oneof![4 => 0u8..=1, 1 => Just(2u8)])
+            .prop_map(|(o, b)| Act::SetBit(o, b)),
     ]
     .boxed()
 }

@@ -5,7 +5,8 @@
 //!
 //! Commands: the ones both implement — GET SET [NX|XX|GET] GETSET GETDEL DEL UNLINK EXISTS MGET
 //! MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN APPEND PING ECHO DBSIZE FLUSHALL FLUSHDB
-//! SELECT AUTH HELLO CLIENT GETNAME|SETNAME CONFIG GET, COMMAND COUNT — and commands and
+//! SELECT AUTH HELLO CLIENT GETNAME|SETNAME CONFIG GET, COMMAND COUNT, GETRANGE SUBSTR SETRANGE
+//! GETBIT SETBIT BITCOUNT BITPOS TYPE TOUCH RENAME RENAMENX COPY MSETNX — and commands and
 //! subcommands neither has, over 1000 keys of which a few are hot so that commands collide,
 //! with values at the parsers' edges ("", the i64 limits and one past them, floats, text,
 //! binary bytes, long values up to 165 kB), wrong arities and bad options. Commands go in
@@ -246,6 +247,9 @@ fn command(rng: &mut Rng, keys: &[Vec<u8>]) -> Vec<Vec<u8>> {
             rng.pick(keys).clone()
         }
     };
+    if rng.percent(BITS_AND_KEYSPACE_PERCENT) {
+        return bits_and_keyspace(rng, &key);
+    }
     let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(127) {
         0..=9 => ("GET", vec![key(rng)]),
         10..=21 => {
@@ -479,6 +483,116 @@ fn expiry_command(rng: &mut Rng, key: Vec<u8>) -> (&'static str, Vec<Vec<u8>>) {
             (name, vec![key, pick(rng, REFUSED), b("v")])
         }
     }
+}
+
+/// Share of the commands drawn from the bit, range and keyspace commands (issue 20 item 3).
+const BITS_AND_KEYSPACE_PERCENT: usize = 15;
+
+/// A bit, range or keyspace command: GETRANGE SUBSTR SETRANGE GETBIT SETBIT BITCOUNT BITPOS TYPE
+/// TOUCH RENAME RENAMENX COPY MSETNX, with indexes at the edges, a wrong arity now and then.
+/// Not OBJECT ENCODING: Redis's answer depends on how a value was made (APPEND makes "raw").
+fn bits_and_keyspace(rng: &mut Rng, key: &dyn Fn(&mut Rng) -> Vec<u8>) -> Vec<Vec<u8>> {
+    let index = |rng: &mut Rng| -> Vec<u8> {
+        match rng.below(8) {
+            0 => rng.pick(INTS).as_bytes().to_vec(),
+            1 => b"x".to_vec(),
+            _ => (rng.below(300) as i64 - 100).to_string().into_bytes(),
+        }
+    };
+    let unit = |rng: &mut Rng| {
+        let u = *rng.pick(&["BIT", "BYTE", "BOGUS"]);
+        mixed_case(rng, u)
+    };
+    let (name, mut args): (&str, Vec<Vec<u8>>) = match rng.below(16) {
+        0 => (
+            *rng.pick(&["GETRANGE", "SUBSTR"]),
+            vec![key(rng), index(rng), index(rng)],
+        ),
+        1 | 2 => {
+            let off = if rng.percent(3) {
+                index(rng)
+            } else {
+                rng.below(200).to_string().into_bytes()
+            };
+            let v = if rng.percent(10) {
+                Vec::new()
+            } else {
+                let n = 1 + rng.below(8);
+                random_bytes(rng, n)
+            };
+            ("SETRANGE", vec![key(rng), off, v])
+        }
+        3 => ("GETBIT", vec![key(rng), index(rng)]),
+        4 | 5 => {
+            let off = if rng.percent(3) {
+                index(rng)
+            } else {
+                rng.below(1600).to_string().into_bytes()
+            };
+            let bit = rng
+                .pick(&["0", "1", "1", "0", "2", "x"])
+                .as_bytes()
+                .to_vec();
+            ("SETBIT", vec![key(rng), off, bit])
+        }
+        6 => {
+            let mut a = vec![key(rng)];
+            if rng.percent(70) {
+                a.extend([index(rng), index(rng)]);
+                if rng.percent(50) {
+                    a.push(unit(rng));
+                }
+            }
+            ("BITCOUNT", a)
+        }
+        7 => {
+            let mut a = vec![
+                key(rng),
+                rng.pick(&["0", "1", "1", "0", "2"]).as_bytes().to_vec(),
+            ];
+            let extra = rng.below(4);
+            if extra >= 1 {
+                a.push(index(rng));
+            }
+            if extra >= 2 {
+                a.push(index(rng));
+            }
+            if extra >= 3 {
+                a.push(unit(rng));
+            }
+            ("BITPOS", a)
+        }
+        8 => ("TYPE", vec![key(rng)]),
+        9 => ("TOUCH", (0..1 + rng.below(4)).map(|_| key(rng)).collect()),
+        10 | 11 => (*rng.pick(&["RENAME", "RENAMENX"]), vec![key(rng), key(rng)]),
+        12 | 13 => {
+            let mut a = vec![key(rng), key(rng)];
+            if rng.percent(40) {
+                a.push(mixed_case(rng, "REPLACE"));
+            }
+            if rng.percent(10) {
+                a.extend([b"DB".to_vec(), b"0".to_vec()]);
+            }
+            ("COPY", a)
+        }
+        _ => {
+            let n = 1 + rng.below(3);
+            (
+                "MSETNX",
+                (0..n).flat_map(|_| [key(rng), value(rng)]).collect(),
+            )
+        }
+    };
+    if rng.percent(3) {
+        if rng.percent(50) {
+            args.pop();
+        } else {
+            args.push(value(rng));
+        }
+    }
+    let mut c = vec![mixed_case(rng, name)];
+    c.append(&mut args);
+    c
 }
 
 /// The names of commands neither server has.

@@ -173,6 +173,7 @@ fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Applied {
         (OpKind::Append | OpKind::IncrBy | OpKind::IncrByFloat, _) => {
             string_op(cur, op, value_len_max)?
         }
+        (OpKind::SetRange | OpKind::SetBit, _) => range_op(cur, op, value_len_max)?,
         (OpKind::Cas, _) => {
             let current = cur.unwrap_or(&[]).to_vec();
             if cur.map_or(op.arg.is_empty(), |v| v == op.arg) {
@@ -262,6 +263,73 @@ fn vector(c: &[u8], op: &OwnedOp) -> Applied {
         }
         k => unreachable!("{k:?} is not a vector operation"),
     })
+}
+
+/// SETRANGE and SETBIT (`arg`: the offset, u64 LE): the length the result needs is checked
+/// against `value_len_max` first (the engine refuses before building it), then the arguments;
+/// the value grows with zero bytes. SETRANGE of nothing changes nothing and replies the current
+/// length (0 for a missing key, which stays missing); SETBIT replies the old bit.
+fn range_op(cur: Option<&[u8]>, op: &OwnedOp, value_len_max: usize) -> Applied {
+    let Ok(off) = <[u8; 8]>::try_from(&op.arg[..]).map(u64::from_le_bytes) else {
+        return Err(OpError::WrongWidth {
+            len: op.arg.len(),
+            width: 8,
+        });
+    };
+    let setrange = op.kind == OpKind::SetRange;
+    let need = if setrange {
+        if op.arg2.is_empty() {
+            0
+        } else {
+            off.saturating_add(op.arg2.len() as u64)
+        }
+    } else {
+        off / 8 + 1
+    };
+    let need = usize::try_from(need).unwrap_or(usize::MAX);
+    if need > value_len_max {
+        return Err(OpError::ValueTooLarge {
+            len: need,
+            max: value_len_max,
+        });
+    }
+    let mut v = cur.unwrap_or(&[]).to_vec();
+    if setrange {
+        if op.arg2.is_empty() {
+            return Ok((
+                Status::Ok,
+                (v.len() as u64).to_le_bytes().to_vec(),
+                Eff::Keep,
+            ));
+        }
+        let off = off as usize;
+        if v.len() < off + op.arg2.len() {
+            v.resize(off + op.arg2.len(), 0);
+        }
+        v[off..off + op.arg2.len()].copy_from_slice(&op.arg2);
+        return Ok((
+            Status::Ok,
+            (v.len() as u64).to_le_bytes().to_vec(),
+            Eff::Set(v),
+        ));
+    }
+    if op.arg2.len() != 1 || op.arg2[0] > 1 {
+        return Err(OpError::UserFunction(
+            "SETBIT's bit must be one byte, 0 or 1",
+        ));
+    }
+    let byte = (off / 8) as usize;
+    if v.len() <= byte {
+        v.resize(byte + 1, 0);
+    }
+    let mask = 0x80u8 >> (off % 8);
+    let old = u8::from(v[byte] & mask != 0);
+    if op.arg2[0] == 1 {
+        v[byte] |= mask;
+    } else {
+        v[byte] &= !mask;
+    }
+    Ok((Status::Ok, vec![old], Eff::Set(v)))
 }
 
 /// APPEND, INCRBY and INCRBYFLOAT: a missing key is "" (APPEND) or 0; the new value is

@@ -620,6 +620,21 @@ impl Table {
         vlen > 0 && kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
     }
 
+    /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the
+    /// bucket; as a record, its pointer slot and its slab block; either way plus its share of
+    /// the bucket's metadata bytes (in proportion to the slot bytes it uses, rounded up).
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
+        let meta_share = |slot_bytes: usize| {
+            (slot_bytes * (LINE_BYTES - INLINE_BYTES_MAX)).div_ceil(INLINE_BYTES_MAX)
+        };
+        if self.is_inline(klen, vlen) {
+            return klen + vlen + meta_share(klen + vlen);
+        }
+        let block = record::layout(klen, vlen, self.top_class, false)
+            .map_or(0, |l| class_size_bytes(l.class));
+        bucket::SLOT_BYTES + meta_share(bucket::SLOT_BYTES) + block
+    }
+
     /// Stores `value` under `key` with `deadline` (`record::NO_DEADLINE`: none), replacing
     /// `old` (the result of `lookup`) if present. On error (out of memory) the table is
     /// unchanged.

@@ -3,6 +3,7 @@ mod builtin;
 mod elem;
 mod ids;
 pub(crate) mod kernel;
+pub(crate) mod range;
 mod registry;
 
 pub use builtin::*;

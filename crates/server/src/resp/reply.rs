@@ -63,6 +63,11 @@ pub(crate) enum Recipe {
     /// Null when the key is missing, else the immediate bytes `start..end` (GETEX with a bad
     /// time: Redis looks the key up before it checks the time).
     NullOrImmediate { op: usize, start: usize, end: usize },
+    /// A reply derived from the operation's result by `cmd::bits::render` (GETRANGE, SETBIT,
+    /// BITCOUNT, ...), its arguments stashed at `at` (`Pending::stash`).
+    Bits { op: usize, at: usize },
+    /// A reply derived by `cmd::keyspace::render` (TYPE, OBJECT, MEMORY USAGE).
+    Key { op: usize, d: cmd::keyspace::Key },
 }
 
 /// The commands of one batch: their operations, grouped by shard, and their reply recipes.
@@ -150,6 +155,14 @@ impl Pending {
             start,
             end: self.immediate.len(),
         });
+    }
+
+    /// Keeps `bytes` with the batch (in the immediate buffer, outside any reply) for a recipe
+    /// to read back when it renders; returns where they are.
+    pub(crate) fn stash(&mut self, bytes: &[u8]) -> usize {
+        let at = self.immediate.len();
+        self.immediate.extend_from_slice(bytes);
+        at
     }
 
     /// Status and data of planned operation `op`, once its shard's batch ran.
@@ -344,6 +357,19 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                     Status::Error(e) => w.error(&cmd::op_error_text(&e)),
                     _ => w.null(),
                 }
+            }
+            Recipe::Bits { op, at } => {
+                let d = cmd::bits::Bits::decode(&p.immediate[at..at + cmd::bits::BITS_ENCODED]);
+                let (s, data) = p.result(op);
+                if d.reads() {
+                    lookups.add(s);
+                }
+                cmd::bits::render(&mut w, d, s, data);
+            }
+            Recipe::Key { op, d } => {
+                let (s, data) = p.result(op);
+                lookups.add(s);
+                cmd::keyspace::render(&mut w, d, s, data);
             }
         }
     }

@@ -70,7 +70,7 @@ use super::{Job, ShardCtx};
 
 /// One cross-shard atomic plan at a time, and none while a multi-key read falls back to
 /// reading under it.
-static CROSS_SHARD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static CROSS_SHARD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Odd while a cross-shard plan's commit step runs; +2 per commit.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -212,10 +212,10 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
 
 /// EPOCH odd from `begin` to drop: the even increment happens even if the step unwinds (a
 /// panic in it is a bug, but must not leave every multi-key read retrying for good).
-struct CommitStep;
+pub(crate) struct CommitStep;
 
 impl CommitStep {
-    fn begin() -> CommitStep {
+    pub(crate) fn begin() -> CommitStep {
         EPOCH.fetch_add(1, Ordering::SeqCst);
         CommitStep
     }

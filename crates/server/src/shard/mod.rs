@@ -21,6 +21,7 @@ pub(crate) mod atomic;
 pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
+pub(crate) mod exclusive;
 pub(crate) mod expiry;
 pub(crate) mod panics;
 
@@ -75,6 +76,9 @@ pub(crate) enum Job {
         results: Results,
         channels: atomic::HoldChannels,
     },
+    /// Answer "parked", then run only the coordinator's messages until it lets go: an
+    /// exclusive section (`exclusive.rs`: RENAME, COPY, MSETNX across shards).
+    Park { channels: exclusive::ParkChannels },
 }
 
 /// A service that lives on a shard's thread next to its connections: given the shard's
@@ -148,6 +152,12 @@ impl ShardCtx {
     /// nothing else runs on this shard in between.
     pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
         self.engine.borrow_mut().check_atomic(ops)
+    }
+
+    /// Arena bytes a key-value of these lengths takes (MEMORY USAGE; every shard's engine has
+    /// the same layout rules).
+    pub(crate) fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
+        self.engine.borrow().footprint_bytes(klen, vlen)
     }
 
     /// Keys stored in this shard.
@@ -305,6 +315,7 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 results,
                 channels,
             } => atomic::hold(&ctx, batch, results, channels),
+            Job::Park { channels } => exclusive::park(&ctx, channels),
         }
     }
 }

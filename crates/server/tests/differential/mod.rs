@@ -15,7 +15,7 @@
 //! 4. `config_value`: CONFIG GET `databases` is 1 on directkv (one database), 16 on Redis.
 //! 5. `SELECT n` for n other than 0: directkv has one database and answers
 //!    `-ERR DB index is out of range`; Redis answers `+OK` (the test then selects 0 again).
-//! 6. Commands Redis has and directkv does not (TTL, TYPE, ...): directkv answers Redis' text
+//! 6. Commands Redis has and directkv does not (TTL, LLEN, ...): directkv answers Redis' text
 //!    for an unknown command, whatever Redis answers.
 //! 7. INCRBYFLOAT sums (random test only, `redis_differential.rs`): equal numerically within
 //!    long double against double rounding.

@@ -2,8 +2,10 @@
 //! recipe (`plan`), or answers at once. Commands that need every shard (DBSIZE, FLUSHALL, INFO)
 //! are "barriers": the connection runs what is pending first, then them.
 
+pub mod bits;
 pub mod dkv;
 pub mod expiry;
+pub mod keyspace;
 pub mod server;
 pub mod strings;
 
@@ -74,6 +76,21 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("setex", 4),
     ("psetex", 4),
     ("getex", -2),
+    ("getrange", 4),
+    ("substr", 4),
+    ("setrange", 4),
+    ("getbit", 3),
+    ("setbit", 4),
+    ("bitcount", -2),
+    ("bitpos", -3),
+    ("type", 2),
+    ("touch", -2),
+    ("rename", 3),
+    ("renamenx", 3),
+    ("copy", -3),
+    ("msetnx", -3),
+    ("object", -2),
+    ("memory", -2),
 ];
 
 /// What a command needs beyond the plan.
@@ -140,6 +157,12 @@ pub fn plan(
     if let Some(r) = strings::plan(p, v, name, args) {
         return r;
     }
+    if let Some(r) = bits::plan(p, v, name, args) {
+        return r;
+    }
+    if let Some(r) = keyspace::plan(p, v, name, args) {
+        return r;
+    }
     if let Some(r) = dkv::plan(p, v, name, args) {
         return r;
     }
@@ -164,7 +187,11 @@ pub(crate) async fn atomic(
     out: &mut Vec<u8>,
 ) {
     let lowered = Name::lower(args[0]);
-    strings::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    if keyspace::is_atomic(lowered.as_bytes()) {
+        keyspace::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    } else {
+        strings::atomic(ctx, p, v, lowered.as_bytes(), args).await;
+    }
     crate::resp::reply::render(p, v, out, &ctx.stats);
     p.clear();
 }

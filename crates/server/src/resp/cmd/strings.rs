@@ -234,7 +234,7 @@ fn refuse(p: &mut Pending, v: Version, e: &OpError) {
 
 /// The error a SET of `key` and `value` would get for a limit (the engine's own check, made
 /// before anything is planned).
-fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<OpError> {
+pub(crate) fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<OpError> {
     if key.is_empty() {
         Some(OpError::KeyEmpty)
     } else if key.len() > cfg.key_len_max {

@@ -1,0 +1,379 @@
+//! Keyspace commands: TYPE TOUCH RENAME RENAMENX COPY MSETNX OBJECT MEMORY, with Redis 7.0's
+//! replies and error texts.
+//!
+//! ```text
+//!  TYPE TOUCH OBJECT MEMORY   queued reads; `render` derives the reply (`Recipe::Key`)
+//!  RENAME RENAMENX COPY       Planned::Atomic ─> shard/exclusive.rs: the key's shards held,
+//!  MSETNX                     read, decide, write (all or nothing) with nothing in between
+//! ```
+//!
+//! Deadlines (issue 20 item 1, another branch): RENAME and COPY must carry the source's
+//! deadline to the destination. The value moves in one place, [`moved`]: when the engine keeps
+//! deadlines, its read returns the source's and its put sets it there.
+
+use directkv_engine::{Op, OpError, Status};
+use directkv_proto::resp::{self, RespWriter, Version};
+
+use super::{arity, error, help_lines, op_error_text, parse_int, Planned};
+use crate::resp::reply::{Pending, Recipe};
+use crate::shard::dispatch::{shard_of, Plan};
+use crate::shard::{exclusive, ShardCtx};
+
+/// Redis's reply to OBJECT FREQ when no LFU policy is selected: directkv has none.
+const ERR_NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not \
+    tracked. Please note that when switching between policies at runtime LRU and LFU data will \
+    take some time to adjust.";
+/// OBJECT IDLETIME: directkv keeps no access time per key (its approximated LRU is a reference
+/// bit), so, as Redis does for a policy that does not track it, it refuses.
+const ERR_NO_IDLETIME: &str = "ERR idle time not tracked: directkv keeps no access time per key";
+const ERR_NO_SUCH_KEY: &str = "ERR no such key";
+const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const MEMORY_HELP: &[&str] = &[
+    "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// What the reply of a keyspace read derives from its operation's result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Key {
+    Type,
+    Encoding,
+    Freq,
+    IdleTime,
+}
+
+pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Planned> {
+    let n = a.len();
+    Some(match name {
+        b"type" if n == 2 => read(p, a[1], Key::Type),
+        b"touch" if n >= 2 => {
+            let first = p.next_op();
+            for k in &a[1..] {
+                p.op(&Op::get(k).no_return());
+            }
+            p.recipes.push(Recipe::CountFound { first, n: n - 1 });
+            Planned::Queued
+        }
+        b"rename" | b"renamenx" if n == 3 => Planned::Atomic,
+        b"copy" if n >= 3 => Planned::Atomic,
+        b"msetnx" if n >= 3 && n % 2 == 1 => Planned::Atomic,
+        b"object" if n >= 2 => object(p, v, a),
+        b"memory" if n >= 2 => memory(p, v, a),
+        b"type" | b"touch" | b"rename" | b"renamenx" | b"copy" | b"msetnx" | b"object"
+        | b"memory" => arity(p, v, name),
+        _ => return None,
+    })
+}
+
+/// Whether `name` is one of this family's atomic commands.
+pub fn is_atomic(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"rename" | b"renamenx" | b"copy" | b"msetnx" | b"memory"
+    )
+}
+
+fn read(p: &mut Pending, key: &[u8], d: Key) -> Planned {
+    let op = p.op(&Op::get(key));
+    p.recipes.push(Recipe::Key { op, d });
+    Planned::Queued
+}
+
+/// OBJECT ENCODING | FREQ | IDLETIME key, OBJECT HELP.
+fn object(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
+    let sub = a[1].to_ascii_lowercase();
+    let d = match sub.as_slice() {
+        b"help" if a.len() == 2 => {
+            help_lines(p, v, OBJECT_HELP);
+            return Planned::Queued;
+        }
+        b"encoding" => Key::Encoding,
+        b"freq" => Key::Freq,
+        b"idletime" => Key::IdleTime,
+        b"help" => return sub_arity(p, v, "object", &sub),
+        _ => return error(p, v, &resp::err_unknown_subcommand("object", a[1])),
+    };
+    if a.len() != 3 {
+        return sub_arity(p, v, "object", &sub);
+    }
+    read(p, a[2], d)
+}
+
+/// MEMORY USAGE key [SAMPLES count], MEMORY HELP.
+fn memory(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
+    let sub = a[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"help" if a.len() == 2 => {
+            help_lines(p, v, MEMORY_HELP);
+            Planned::Queued
+        }
+        b"usage" if a.len() >= 3 => {
+            // SAMPLES is checked as Redis does and has no effect: a string has no elements.
+            let mut rest = a[3..].iter();
+            while let Some(opt) = rest.next() {
+                let Some(count) = rest.next().filter(|_| opt.eq_ignore_ascii_case(b"samples"))
+                else {
+                    return error(p, v, resp::err_syntax());
+                };
+                match parse_int(count) {
+                    Some(c) if c >= 0 => {}
+                    Some(_) => return error(p, v, resp::err_syntax()),
+                    None => return error(p, v, resp::err_not_integer()),
+                }
+            }
+            Planned::Atomic
+        }
+        b"help" | b"usage" => sub_arity(p, v, "memory", &sub),
+        _ => error(p, v, &resp::err_unknown_subcommand("memory", a[1])),
+    }
+}
+
+/// Redis's arity error for a subcommand: `'object|encoding'`.
+fn sub_arity(p: &mut Pending, v: Version, cmd: &str, sub: &[u8]) -> Planned {
+    let name = format!("{cmd}|{}", String::from_utf8_lossy(sub));
+    error(p, v, &resp::err_wrong_arity(&name))
+}
+
+/// The encoding Redis reports for a string value it stored from SET: "int" for the decimal
+/// text of an i64 (at most 20 bytes, no leading zero), "embstr" up to 44 bytes, else "raw".
+/// (Redis reports "raw" for any value APPEND or SETRANGE changed; directkv keeps no such
+/// history and answers by the value.)
+pub(crate) fn encoding(value: &[u8]) -> &'static str {
+    if parse_int(value).is_some() {
+        "int"
+    } else if value.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+/// Writes the reply of a `Key` recipe.
+pub(crate) fn render(w: &mut RespWriter<'_>, d: Key, s: Status, data: &[u8]) {
+    match (s, d) {
+        (Status::Error(e), _) => w.error(&op_error_text(&e)),
+        (Status::Ok, Key::Type) => w.simple("string"),
+        (_, Key::Type) => w.simple("none"),
+        (Status::Ok, Key::Encoding) => w.bulk(encoding(data).as_bytes()),
+        (Status::Ok, Key::Freq) => w.error(ERR_NO_LFU),
+        (Status::Ok, Key::IdleTime) => w.error(ERR_NO_IDLETIME),
+        _ => w.null(),
+    }
+}
+
+/// A reply decided inside an exclusive section.
+enum Answer {
+    Ok,
+    Null,
+    Int(i64),
+    Error(String),
+}
+
+/// Runs RENAME, RENAMENX, COPY or MSETNX (`plan` answered `Planned::Atomic`) into the empty
+/// `p`.
+pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) {
+    let answer = match name {
+        b"rename" => rename(ctx, a[1], a[2], false).await,
+        b"renamenx" => rename(ctx, a[1], a[2], true).await,
+        b"copy" => copy(ctx, a).await,
+        b"msetnx" => msetnx(ctx, a).await,
+        b"memory" => usage(ctx, a[2]).await,
+        _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
+    };
+    p.immediate(|o| {
+        let mut w = RespWriter::new(o, v);
+        match answer {
+            Answer::Ok => w.simple("OK"),
+            Answer::Null => w.null(),
+            Answer::Int(i) => w.integer(i),
+            Answer::Error(e) => w.error(&e),
+        }
+    });
+}
+
+/// MEMORY USAGE key (its options checked by `memory`): the arena bytes the key-value takes,
+/// computed by the engine from the key's and value's lengths.
+async fn usage(ctx: &ShardCtx, key: &[u8]) -> Answer {
+    let mut plan = Plan::new(ctx.shards());
+    plan.op(&Op::get(key));
+    crate::shard::dispatch::execute(ctx, &mut plan).await;
+    match plan.result(0) {
+        (Status::Ok, d) => Answer::Int(ctx.footprint_bytes(key.len(), d.len()) as i64),
+        (Status::Error(e), _) => Answer::Error(op_error_text(&e)),
+        _ => Answer::Null,
+    }
+}
+
+/// Runs `f` with the shards of `keys` held (`shard/exclusive.rs`).
+async fn held(
+    ctx: &ShardCtx,
+    keys: &[&[u8]],
+    f: impl FnOnce(&mut exclusive::Held<'_>, &mut Plan) -> Answer,
+) -> Answer {
+    let n = ctx.shards();
+    let shards: Vec<usize> = keys.iter().map(|k| shard_of(k, n)).collect();
+    let mut plan = Plan::new(n);
+    match exclusive::run(ctx, &shards, |h| f(h, &mut plan)).await {
+        Ok(a) => a,
+        Err(e) => Answer::Error(op_error_text(&e)),
+    }
+}
+
+/// Reads `keys` (values of the first `with_value`, presence of the rest) under the held shards:
+/// `Ok(values)` (None: missing) or the reply for an error.
+fn read_keys(
+    h: &mut exclusive::Held<'_>,
+    plan: &mut Plan,
+    keys: &[&[u8]],
+    with_value: usize,
+) -> Result<Vec<Option<Vec<u8>>>, Answer> {
+    plan.clear();
+    for (i, k) in keys.iter().enumerate() {
+        let op = Op::get(k);
+        plan.op(&if i < with_value { op } else { op.no_return() });
+    }
+    h.run(plan).map_err(|e| Answer::Error(op_error_text(&e)))?;
+    (0..keys.len())
+        .map(|i| match plan.result(i) {
+            (Status::Ok, d) => Ok(Some(d.to_vec())),
+            (Status::Error(e), _) => Err(Answer::Error(op_error_text(&e))),
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// Stores `value` at `dst` (and deletes `src` when moving), all or nothing. The one place a
+/// value moves from key to key: a deadline, once the engine keeps them, is read with the
+/// value and set here with it.
+fn moved(
+    h: &mut exclusive::Held<'_>,
+    plan: &mut Plan,
+    src: Option<&[u8]>,
+    dst: &[u8],
+    value: &[u8],
+) -> Result<(), OpError> {
+    plan.clear();
+    if let Some(src) = src {
+        plan.op(&Op::delete(src));
+    }
+    plan.op(&Op::put(dst, value));
+    h.run_atomic(plan)
+}
+
+/// RENAME / RENAMENX src dst.
+async fn rename(ctx: &ShardCtx, src: &[u8], dst: &[u8], nx: bool) -> Answer {
+    held(ctx, &[src, dst], |h, plan| {
+        let found = match read_keys(h, plan, &[src, dst], 1) {
+            Ok(found) => found,
+            Err(a) => return a,
+        };
+        let Some(value) = &found[0] else {
+            return Answer::Error(ERR_NO_SUCH_KEY.into());
+        };
+        if src == dst || (nx && found[1].is_some()) {
+            return if nx { Answer::Int(0) } else { Answer::Ok };
+        }
+        match moved(h, plan, Some(src), dst, value) {
+            Ok(()) if nx => Answer::Int(1),
+            Ok(()) => Answer::Ok,
+            Err(e) => Answer::Error(op_error_text(&e)),
+        }
+    })
+    .await
+}
+
+/// COPY src dst [DB 0] [REPLACE].
+async fn copy(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
+    let mut replace = false;
+    let mut j = 3;
+    while j < a.len() {
+        if a[j].eq_ignore_ascii_case(b"replace") {
+            replace = true;
+        } else if a[j].eq_ignore_ascii_case(b"db") && j + 1 < a.len() {
+            match parse_int(a[j + 1]).filter(|d| i32::try_from(*d).is_ok()) {
+                Some(0) => {}
+                Some(_) => return Answer::Error(resp::err_db_index().into()),
+                None => return Answer::Error(resp::err_not_integer().into()),
+            }
+            j += 1;
+        } else {
+            return Answer::Error(resp::err_syntax().into());
+        }
+        j += 1;
+    }
+    let (src, dst) = (a[1], a[2]);
+    if src == dst {
+        return Answer::Error(ERR_SAME_OBJECT.into());
+    }
+    held(ctx, &[src, dst], |h, plan| {
+        let found = match read_keys(h, plan, &[src, dst], 1) {
+            Ok(found) => found,
+            Err(a) => return a,
+        };
+        // Redis reads COPY's source as a lookup (a keyspace hit or miss), its destination not.
+        let counter = match found[0] {
+            Some(_) => &ctx.stats.keyspace_hits,
+            None => &ctx.stats.keyspace_misses,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(value) = &found[0] else {
+            return Answer::Int(0);
+        };
+        if found[1].is_some() && !replace {
+            return Answer::Int(0);
+        }
+        match moved(h, plan, None, dst, value) {
+            Ok(()) => Answer::Int(1),
+            Err(e) => Answer::Error(op_error_text(&e)),
+        }
+    })
+    .await
+}
+
+/// MSETNX key value [key value ...]: all set, or none when any key exists.
+async fn msetnx(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
+    let pairs: Vec<(&[u8], &[u8])> = a[1..].chunks_exact(2).map(|kv| (kv[0], kv[1])).collect();
+    if let Some(e) = pairs
+        .iter()
+        .find_map(|(k, v)| super::strings::limit_error(&ctx.cfg, k, v))
+    {
+        return Answer::Error(op_error_text(&e));
+    }
+    let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
+    held(ctx, &keys, |h, plan| {
+        match read_keys(h, plan, &keys, 0) {
+            Ok(found) if found.iter().any(Option::is_some) => return Answer::Int(0),
+            Ok(_) => {}
+            Err(a) => return a,
+        }
+        plan.clear();
+        for (k, v) in &pairs {
+            plan.op(&Op::put(k, v));
+        }
+        match h.run_atomic(plan) {
+            Ok(()) => Answer::Int(1),
+            Err(e) => Answer::Error(op_error_text(&e)),
+        }
+    })
+    .await
+}
