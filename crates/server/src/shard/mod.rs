@@ -22,6 +22,7 @@ pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
 pub(crate) mod panics;
+pub(crate) mod watches;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -96,6 +97,8 @@ pub(crate) struct ShardCtx {
     pub(crate) started: std::time::Instant,
     /// Requests read by this shard, for its busy poller.
     pub(crate) activity: busy_poll::Activity,
+    /// Every shard's watched keys (WATCH), shared by the server's shards.
+    pub(crate) watches: Arc<watches::Tables>,
 }
 
 impl ShardCtx {
@@ -111,6 +114,7 @@ impl ShardCtx {
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
         self.engine.borrow_mut().execute(ops, results);
+        self.watches.shard(self.id).touched(ops, results);
     }
 
     /// Runs `ops` all or nothing (`Engine::execute_atomic`): the atomic plans' door, which
@@ -147,6 +151,7 @@ impl ShardCtx {
         let fresh = Engine::new(self.engine_cfg.clone())
             .expect("the same configuration worked at start-up");
         *self.engine.borrow_mut() = fresh;
+        self.watches.shard(self.id).flushed();
     }
 }
 
@@ -178,6 +183,7 @@ pub(crate) struct ShardSpawn {
     pub(crate) stop: watch::Receiver<bool>,
     /// Services to run on this shard's thread besides its connections and job queue.
     pub(crate) tasks: Vec<ShardTask>,
+    pub(crate) watches: Arc<watches::Tables>,
 }
 
 /// Runs a shard until `stop` turns true.
@@ -201,6 +207,7 @@ pub(crate) fn run(s: ShardSpawn) {
         stats,
         mut stop,
         tasks,
+        watches,
     } = s;
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
@@ -213,6 +220,7 @@ pub(crate) fn run(s: ShardSpawn) {
             stats,
             started: std::time::Instant::now(),
             activity: Default::default(),
+            watches,
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
         if ctx.cfg.busy_poll_us > 0 {
