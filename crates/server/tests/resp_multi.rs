@@ -62,7 +62,10 @@ fn exec_runs_the_queue_and_errors_stay_inside_the_array() {
     assert_eq!(c.cmd(&["GET", &k[2]]), queued());
     // Not run until EXEC.
     let mut other = Client::connect(&srv);
-    assert_eq!(other.cmd(&["EXISTS", &k[0], &k[1], &k[2]]), Reply::Integer(0));
+    assert_eq!(
+        other.cmd(&["EXISTS", &k[0], &k[1], &k[2]]),
+        Reply::Integer(0)
+    );
     assert_eq!(
         c.cmd(&["EXEC"]),
         Reply::Array(Some(vec![

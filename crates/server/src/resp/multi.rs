@@ -255,7 +255,8 @@ async fn exec(
     let v = s.version;
     if s.multi.dirty {
         s.multi.reset();
-        RespWriter::new(out, v).error("EXECABORT Transaction discarded because of previous errors.");
+        RespWriter::new(out, v)
+            .error("EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     let queue = std::mem::take(&mut s.multi.queue);
@@ -366,11 +367,7 @@ fn plan_atomic(p: &mut Pending, v: Version, cfg: &ServerConfig, a: &[&[u8]]) {
 
 /// The limit a SET of `key` and `value` would break (the engine's own check, made before
 /// anything of an MSET is planned, so that it stores all its pairs or none).
-fn limit_error(
-    cfg: &ServerConfig,
-    key: &[u8],
-    value: &[u8],
-) -> Option<directkv_engine::OpError> {
+fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<directkv_engine::OpError> {
     use directkv_engine::OpError;
     if key.is_empty() {
         Some(OpError::KeyEmpty)

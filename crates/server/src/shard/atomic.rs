@@ -3,7 +3,9 @@
 //! keys). MSET uses it today; MSETNX, COPY and MULTI/EXEC (issue 20) are meant to: a command
 //! plans its operations into a `dispatch::Plan` as usual and runs it with [`execute`] instead
 //! of `dispatch::execute`; a multi-key read that must not see a cross-shard write half done
-//! (MGET) runs with [`read`].
+//! (MGET) runs with [`read`]. A MULTI/EXEC transaction runs with [`execute_tx`]: the same
+//! holding of shards and commit step, without the all-or-nothing check (its commands fail one
+//! by one, as in Redis), and with its watched keys' shards held too while WATCH decides.
 //!
 //! ```text
 //!  execute(plan)  one shard, this one:   check + execute in one synchronous step
@@ -306,7 +308,9 @@ pub(crate) fn hold(ctx: &ShardCtx, batch: OwnedBatch, mut results: Results, c: H
 ///
 /// Unlike [`execute`], no part is checked first: a command of a transaction that fails (a
 /// limit, out of memory) fails alone inside EXEC's reply, as in Redis. One shard, this one:
-/// the check of `dirty` and the execution are one synchronous step. Otherwise the other shards
+/// the check of `dirty` and the execution are one synchronous step. One other shard and no
+/// watched key: an ordinary forwarded batch, which that shard runs in one step. Otherwise the
+/// other shards
 /// are held as a cross-shard plan's are, `dirty` is read while they are parked, and the commit
 /// step is the same (EPOCH odd, so no multi-key read sees it half done).
 pub(crate) async fn execute_tx(
@@ -327,6 +331,15 @@ pub(crate) async fn execute_tx(
             ctx.execute(&batch.ops(), &mut results);
             p.executed(ctx.id, batch, results);
         }
+        return Ok(true);
+    }
+    if involved.len() == 1 && !also.iter().any(|&w| w) {
+        // One other shard and no watched key: `dirty` cannot change, and that shard runs the
+        // batch in one step like any forwarded batch.
+        if dirty() {
+            return Ok(false);
+        }
+        dispatch::execute(ctx, p).await;
         return Ok(true);
     }
     ctx.stats.atomic_cross_shard.fetch_add(1, Ordering::Relaxed);

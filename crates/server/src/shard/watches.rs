@@ -249,7 +249,10 @@ mod tests {
         run(&mut e, t, &[Op::get(b"k")]);
         run(&mut e, t, &[Op::delete(b"missing"), Op::put_nx(b"k", b"w")]);
         run(&mut e, t, &[Op::incr_by(b"k", &1i64.to_le_bytes())]);
-        assert!(!a.is_dirty(), "a read, a no-op delete, a refused NX and a failed INCR");
+        assert!(
+            !a.is_dirty(),
+            "a read, a no-op delete, a refused NX and a failed INCR"
+        );
         run(&mut e, t, &[Op::delete(b"k")]);
         assert!(a.is_dirty());
         assert!(!b.is_dirty());
