@@ -56,12 +56,15 @@ pub(crate) struct Tables {
     shards: Vec<Table>,
 }
 
+/// Every watched key of a shard and who watches it.
+type KeyWatchers = HashMap<Box<[u8]>, Vec<Arc<Watcher>>>;
+
 /// The watched keys of one shard.
 #[derive(Default)]
 pub(crate) struct Table {
     /// Entries (key, watcher) in `keys`; 0 lets the write path skip the lock.
     watched: AtomicUsize,
-    keys: Mutex<HashMap<Box<[u8]>, Vec<Arc<Watcher>>>>,
+    keys: Mutex<KeyWatchers>,
 }
 
 impl Tables {
@@ -111,7 +114,7 @@ impl Table {
 
     /// A panic while the lock was held cannot leave the map half changed (each change is one
     /// insert or remove), so a poisoned lock is used as it is.
-    fn lock(&self) -> MutexGuard<'_, HashMap<Box<[u8]>, Vec<Arc<Watcher>>>> {
+    fn lock(&self) -> MutexGuard<'_, KeyWatchers> {
         self.keys.lock().unwrap_or_else(|e| e.into_inner())
     }
 
