@@ -231,14 +231,15 @@ pub(crate) async fn run(
 fn watch(s: &mut Session, a: &[&[u8]], out: &mut Vec<u8>) {
     let m = &mut s.multi;
     let mut w = RespWriter::new(out, s.version);
+    // Refused whole, before any key is watched (a key watched twice counts twice here).
+    if m.watches.len() + (a.len() - 1) > m.watch_keys_max {
+        w.error(&format!(
+            "ERR too many watched keys: more than watch_keys_max ({})",
+            m.watch_keys_max
+        ));
+        return;
+    }
     for key in &a[1..] {
-        if m.watches.len() >= m.watch_keys_max {
-            w.error(&format!(
-                "ERR too many watched keys: more than watch_keys_max ({})",
-                m.watch_keys_max
-            ));
-            return;
-        }
         m.watches.watch(shard_of(key, m.shards), key);
     }
     w.simple("OK");

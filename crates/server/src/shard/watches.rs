@@ -33,6 +33,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use directkv_engine::{Op, Results, Status};
 
+/// What a watched key costs in its shard's table besides its bytes (the map's slot, a vector
+/// of one `Arc`, allocator rounding): an estimate, for the accounting of client memory.
+const TABLE_ENTRY_BYTES: usize = 96;
+
 /// One connection's watch: dirty once any key it watches was changed.
 #[derive(Debug, Default)]
 pub(crate) struct Watcher {
@@ -208,9 +212,12 @@ impl Watches {
         }
     }
 
-    /// Bytes held for the watched keys, for the accounting of client memory.
+    /// Bytes held for the watched keys, for the accounting of client memory: this list and
+    /// the shard tables' copies, with an estimate of a table entry's overhead.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        self.key_bytes + self.keys.capacity() * size_of::<(usize, Box<[u8]>)>()
+        2 * self.key_bytes
+            + self.keys.capacity() * size_of::<(usize, Box<[u8]>)>()
+            + self.keys.len() * TABLE_ENTRY_BYTES
     }
 }
 
