@@ -152,6 +152,13 @@ const TWO_CLIENTS: &[(char, &[&str])] = &[
     ('a', &["MULTI"]),
     ('a', &["GET", "other"]),
     ('a', &["EXEC"]),
+    // UNWATCH queued inside the transaction comes too late.
+    ('a', &["WATCH", "acct"]),
+    ('b', &["SET", "acct", "1"]),
+    ('a', &["MULTI"]),
+    ('a', &["UNWATCH"]),
+    ('a', &["GET", "acct"]),
+    ('a', &["EXEC"]),
     // The final state.
     ('b', &["DEL", "acct"]),
     ('a', &["MGET", "acct", "other", "unrelated"]),

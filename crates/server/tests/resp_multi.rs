@@ -142,7 +142,16 @@ fn watch_sees_another_clients_write_on_another_shard() {
         assert_eq!(a.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
         assert_eq!(b.cmd(&["DEL", written]), Reply::Integer(1));
     }
-    assert_eq!(info_field(&mut b, "multi_watch_aborted"), 2);
+    // An UNWATCH queued inside the transaction does not forget the watch before EXEC checks
+    // it (Redis checks the watches before it runs any queued command).
+    assert_eq!(a.cmd(&["WATCH", watched]), ok());
+    assert_eq!(a.cmd(&["MULTI"]), ok());
+    assert_eq!(a.cmd(&["UNWATCH"]), queued());
+    assert_eq!(a.cmd(&["SET", written, "y"]), queued());
+    assert_eq!(b.cmd(&["SET", watched, "meanwhile"]), ok());
+    assert_eq!(a.cmd(&["EXEC"]), Reply::Null);
+    assert_eq!(b.cmd(&["GET", written]), Reply::Bulk(None));
+    assert_eq!(info_field(&mut b, "multi_watch_aborted"), 3);
     srv.stop();
 }
 

@@ -47,6 +47,9 @@ const ARG_OVERHEAD_BYTES: usize = 16;
 /// A connection's transaction: whether MULTI is open, the queued commands, the watched keys.
 pub(crate) struct Multi {
     active: bool,
+    /// EXEC is planning the queue: UNWATCH inside it must not forget the watches before
+    /// they are checked, and nothing is queued.
+    executing: bool,
     /// A command was refused while queuing: EXEC answers EXECABORT.
     dirty: bool,
     queue: Queue,
@@ -105,6 +108,7 @@ impl Multi {
     pub(crate) fn new(cfg: &ServerConfig, shards: usize, tables: Arc<Tables>) -> Multi {
         Multi {
             active: false,
+            executing: false,
             dirty: false,
             queue: Queue::default(),
             watches: Watches::new(tables),
@@ -123,6 +127,7 @@ impl Multi {
     /// Leaves MULTI and forgets the queue and the watches (EXEC, DISCARD).
     fn reset(&mut self) {
         self.active = false;
+        self.executing = false;
         self.dirty = false;
         self.queue = Queue::default();
         self.watches.clear();
@@ -144,6 +149,11 @@ pub(crate) fn intercept(
 ) -> Option<Planned> {
     let v = s.version;
     let m = &mut s.multi;
+    if m.executing {
+        // A queued UNWATCH: its reply, while the watches stay until EXEC checked them (as
+        // in Redis, where EXEC checks them before it runs any queued command).
+        return (name == b"unwatch").then(|| ok(p, v));
+    }
     if !m.active {
         return Some(match name {
             b"multi" if a.len() == 1 => {
@@ -262,6 +272,7 @@ async fn exec(
     }
     let queue = std::mem::take(&mut s.multi.queue);
     s.multi.active = false;
+    s.multi.executing = true;
     ctx.stats
         .multi_exec
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
