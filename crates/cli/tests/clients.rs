@@ -130,3 +130,24 @@ fn redis_py_works() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// redis-py's transactions: `pipeline()` (MULTI/EXEC), `transaction()` with WATCH, and two
+/// processes' WATCH retry loops on one counter, exact at the end (issue 20 item 4).
+#[test]
+fn redis_py_transactions_work() {
+    let Some(python) = require_peer("redis-py", python_with_redis_py()) else {
+        return;
+    };
+    let s = serve();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_multi.py");
+    let out = Command::new(python)
+        .args([script, &s.addr.port().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -78,6 +78,14 @@ pub const MAXMEMORY_CLIENTS_DEFAULT: usize = 256 << 20;
 /// values of the default `value_len_max`); operations past it are refused with
 /// `ReplyTooLarge` (RESP: one `-ERR` for the command) and, if they are writes, not applied.
 pub const RESULTS_BYTES_MAX_DEFAULT: usize = directkv_engine::RESULTS_BYTES_MAX_DEFAULT;
+/// Commands a connection may queue between MULTI and EXEC (Redis has no such limit; a client
+/// that queues without end would hold memory until `maxmemory_clients` closed it).
+pub const MULTI_COMMANDS_MAX_DEFAULT: usize = 100_000;
+/// Bytes of queued arguments a connection may hold between MULTI and EXEC (16 bytes counted
+/// per argument on top of its own): as much as one request may be (`conn_input_bytes_max`).
+pub const MULTI_BYTES_MAX_DEFAULT: usize = 64 << 20;
+/// Keys one connection may WATCH at once.
+pub const WATCH_KEYS_MAX_DEFAULT: usize = 10_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -163,6 +171,15 @@ pub struct ServerConfig {
     /// Milliseconds between a shard's full passes of its expiry sweep (see
     /// `EXPIRE_SWEEP_INTERVAL_MS_DEFAULT`), 1..=60000.
     pub expire_sweep_interval_ms: u64,
+    /// Commands queued by one connection between MULTI and EXEC (see
+    /// `MULTI_COMMANDS_MAX_DEFAULT`); past it the command is refused and EXEC aborts.
+    pub multi_commands_max: usize,
+    /// Bytes of arguments queued by one connection between MULTI and EXEC (see
+    /// `MULTI_BYTES_MAX_DEFAULT`); past it the command is refused and EXEC aborts.
+    #[serde(deserialize_with = "size")]
+    pub multi_bytes_max: usize,
+    /// Keys one connection may WATCH at once; past it WATCH answers an error.
+    pub watch_keys_max: usize,
 }
 
 impl Default for ServerConfig {
@@ -200,6 +217,9 @@ impl Default for ServerConfig {
             results_bytes_max: RESULTS_BYTES_MAX_DEFAULT,
             expire_sweep_buckets: EXPIRE_SWEEP_BUCKETS_DEFAULT,
             expire_sweep_interval_ms: EXPIRE_SWEEP_INTERVAL_MS_DEFAULT,
+            multi_commands_max: MULTI_COMMANDS_MAX_DEFAULT,
+            multi_bytes_max: MULTI_BYTES_MAX_DEFAULT,
+            watch_keys_max: WATCH_KEYS_MAX_DEFAULT,
         }
     }
 }

@@ -131,6 +131,7 @@ impl Server {
                 ocsm::Placement::Shard0(task) => tasks[0].push(task),
             }
         }
+        let watches = Arc::new(shard::watches::Tables::new(shards));
         for (id, (((engine, jobs), crx), tasks)) in engines
             .into_iter()
             .zip(job_rxs)
@@ -150,6 +151,7 @@ impl Server {
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
                 tasks,
+                watches: watches.clone(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))

@@ -68,6 +68,10 @@ pub(crate) struct ServerStats {
     pub(crate) atomic_read_retries: AtomicU64,
     /// Live client connections and the bytes their buffers hold (`clients.rs`, issue 19).
     pub(crate) clients: crate::clients::Clients,
+    /// Transactions run by EXEC (`resp/multi.rs`), whether or not a watched key stopped them.
+    pub(crate) multi_exec: AtomicU64,
+    /// Transactions EXEC discarded because a watched key changed (the null reply).
+    pub(crate) multi_watch_aborted: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -480,6 +484,22 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "directkv_expired_lag_lt_8192ms_total",
         "Expired keys reclaimed less than 8192 ms after their deadline (with expired_keys, a cumulative histogram of the expiry lag).",
         |r| r.stats.expiry_lag.count_below_ms(8192),
+    ),
+    server(
+        "Stats",
+        "multi_exec",
+        "directkv_multi_exec_total",
+        Kind::Counter,
+        "Transactions (MULTI ... EXEC) run, whether or not a watched key stopped them.",
+        |s| s.multi_exec.load(Ordering::Relaxed),
+    ),
+    server(
+        "Stats",
+        "multi_watch_aborted",
+        "directkv_multi_watch_aborted_total",
+        Kind::Counter,
+        "Transactions EXEC did not run because a watched key changed (the null reply).",
+        |s| s.multi_watch_aborted.load(Ordering::Relaxed),
     ),
 ];
 

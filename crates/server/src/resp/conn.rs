@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::cmd::{self, Planned, Session};
+use super::multi::{self, Multi};
 use super::reply::{self, Pending};
 use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
 use crate::clients::ClientHandle;
@@ -46,6 +47,7 @@ pub(crate) async fn serve(
         authenticated,
         name: None,
         quit: false,
+        multi: Multi::new(&ctx.cfg, ctx.shards(), ctx.watches.clone()),
     };
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut args = Args::new();
@@ -76,7 +78,7 @@ pub(crate) async fn serve(
             )
             .await;
             used += parsed.consumed;
-            client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
+            client.account(held_bytes(&input, &out, &pending, &session));
             // Size the next batch so its replies stay near conn_output_bytes_max: from the
             // largest reply per command seen lately (it decays by half each batch).
             if let Some(per) = (out.len() - before).checked_div(parsed.commands) {
@@ -127,13 +129,19 @@ pub(crate) async fn serve(
         }
         // Into the spare capacity: no zeroing of a chunk per read.
         input.reserve(READ_CHUNK_BYTES);
-        client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
+        client.account(held_bytes(&input, &out, &pending, &session));
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
             Ok(_) => ctx.activity.touch(),
         }
-        client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
+        client.account(held_bytes(&input, &out, &pending, &session));
     }
+}
+
+/// Bytes a connection's buffers hold, for `maxmemory_clients`: input, replies, the batch, and
+/// a transaction's queue and watched keys.
+fn held_bytes(input: &Vec<u8>, out: &Vec<u8>, pending: &Pending, session: &Session) -> usize {
+    input.capacity() + out.capacity() + pending.capacity_bytes() + session.multi.capacity_bytes()
 }
 
 /// Arguments of one command held on the stack while it is planned (GET, SET with options,
@@ -243,6 +251,11 @@ async fn parse_commands(
                         run(ctx, pending, session.version, out).await;
                         pending.clear();
                         cmd::atomic(ctx, pending, session.version, a, out).await;
+                    }
+                    Planned::Multi => {
+                        run(ctx, pending, session.version, out).await;
+                        pending.clear();
+                        multi::run(ctx, pending, session, a, requirepass, out).await;
                     }
                 }
                 if session.quit {

@@ -5,6 +5,7 @@
 //!  cmd/      one file per command family: arguments -> operations + a reply recipe
 //!  reply.rs  the batch being planned (Pending) and the rendering of its replies
 //!  info.rs   the INFO text (its counters come from `stats::COUNTERS`)
+//!  multi.rs  transactions: MULTI EXEC DISCARD WATCH UNWATCH
 //! ```
 //!
 //! The codec (parsing, the reply writer, error texts) is `directkv_proto::resp`, shared with
@@ -13,4 +14,5 @@
 pub(crate) mod cmd;
 pub(crate) mod conn;
 pub(crate) mod info;
+pub(crate) mod multi;
 pub(crate) mod reply;

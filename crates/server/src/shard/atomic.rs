@@ -3,7 +3,9 @@
 //! keys). MSET uses it today; MSETNX, COPY and MULTI/EXEC (issue 20) are meant to: a command
 //! plans its operations into a `dispatch::Plan` as usual and runs it with [`execute`] instead
 //! of `dispatch::execute`; a multi-key read that must not see a cross-shard write half done
-//! (MGET) runs with [`read`].
+//! (MGET) runs with [`read`]. A MULTI/EXEC transaction runs with [`execute_tx`]: the same
+//! holding of shards and commit step, without the all-or-nothing check (its commands fail one
+//! by one, as in Redis), and with its watched keys' shards held too while WATCH decides.
 //!
 //! ```text
 //!  execute(plan)  one shard, this one:   check + execute in one synchronous step
@@ -90,6 +92,9 @@ pub(crate) enum Decision {
 /// A `Hold`'s channels: "fits" (or the refusal) on `ready`, then the decision (a dropped sender
 /// is Abort), then the results on `done`.
 pub(crate) struct HoldChannels {
+    /// Whether the part is checked (`Engine::check_atomic`) before "fits": not for a
+    /// transaction, whose commands fail one by one as they would outside it.
+    pub(crate) check: bool,
     pub(crate) ready: oneshot::Sender<Result<(), OpError>>,
     pub(crate) decision: std_mpsc::Receiver<Decision>,
     pub(crate) done: oneshot::Sender<(OwnedBatch, Results)>,
@@ -153,6 +158,7 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
         let (decide, decision) = std_mpsc::channel();
         let (done_tx, done) = oneshot::channel();
         let channels = HoldChannels {
+            check: true,
             ready: ready_tx,
             decision,
             done: done_tx,
@@ -267,10 +273,15 @@ pub(crate) fn run_job(
 /// commits (execute, send the results) or aborts (a dropped sender).
 pub(crate) fn hold(ctx: &ShardCtx, batch: OwnedBatch, mut results: Results, c: HoldChannels) {
     let ops = batch.ops();
-    let Some(fits) =
-        panics::contain_blocking("atomic check", &ctx.stats, || ctx.check_atomic(&ops))
-    else {
-        return;
+    let fits = if c.check {
+        let Some(fits) =
+            panics::contain_blocking("atomic check", &ctx.stats, || ctx.check_atomic(&ops))
+        else {
+            return;
+        };
+        fits
+    } else {
+        Ok(())
     };
     let refused = fits.is_err();
     if c.ready.send(fits).is_err() || refused {
@@ -286,5 +297,107 @@ pub(crate) fn hold(ctx: &ShardCtx, batch: OwnedBatch, mut results: Results, c: H
     drop(ops);
     if ran.is_some() {
         let _ = c.done.send((batch, results));
+    }
+}
+
+/// Runs a transaction's plan (MULTI/EXEC, `resp/multi.rs`) with no other operation in between
+/// on any shard it touches, unless `dirty` (a watched key changed) says otherwise once those
+/// shards are held. `also` marks the shards to hold besides those with operations (the shards
+/// of the watched keys). Returns whether it ran: `Ok(false)` is a transaction discarded for a
+/// watched key, with nothing executed.
+///
+/// Unlike [`execute`], no part is checked first: a command of a transaction that fails (a
+/// limit, out of memory) fails alone inside EXEC's reply, as in Redis. One shard, this one:
+/// the check of `dirty` and the execution are one synchronous step. One other shard and no
+/// watched key: an ordinary forwarded batch, which that shard runs in one step. Otherwise the
+/// other shards
+/// are held as a cross-shard plan's are, `dirty` is read while they are parked, and the commit
+/// step is the same (EPOCH odd, so no multi-key read sees it half done).
+pub(crate) async fn execute_tx(
+    ctx: &ShardCtx,
+    p: &mut Plan,
+    also: &[bool],
+    dirty: &dyn Fn() -> bool,
+) -> Result<bool, OpError> {
+    let involved: Vec<usize> = (0..ctx.shards())
+        .filter(|&s| !p.batches[s].is_empty() || also.get(s).copied().unwrap_or(false))
+        .collect();
+    if involved.iter().all(|&s| s == ctx.id) {
+        if dirty() {
+            return Ok(false);
+        }
+        if !involved.is_empty() {
+            let (batch, mut results) = p.take_for_execution(ctx.id);
+            ctx.execute(&batch.ops(), &mut results);
+            p.executed(ctx.id, batch, results);
+        }
+        return Ok(true);
+    }
+    if involved.len() == 1 && !also.iter().any(|&w| w) {
+        // One other shard and no watched key: `dirty` cannot change, and that shard runs the
+        // batch in one step like any forwarded batch.
+        if dirty() {
+            return Ok(false);
+        }
+        dispatch::execute(ctx, p).await;
+        return Ok(true);
+    }
+    ctx.stats.atomic_cross_shard.fetch_add(1, Ordering::Relaxed);
+    let _one_at_a_time = CROSS_SHARD.lock().await;
+    // As in `execute_cross`: dropping `held` aborts every shard parked so far.
+    let mut held = Vec::new();
+    for &s in involved.iter().filter(|&&s| s != ctx.id) {
+        let (batch, results) = p.take_for_execution(s);
+        let (ready_tx, ready) = oneshot::channel();
+        let (decide, decision) = std_mpsc::channel();
+        let (done_tx, done) = oneshot::channel();
+        let channels = HoldChannels {
+            check: false,
+            ready: ready_tx,
+            decision,
+            done: done_tx,
+        };
+        let job = Job::Hold {
+            batch,
+            results,
+            channels,
+        };
+        if ctx.peers[s].send(job).await.is_err() {
+            return Err(UNAVAILABLE);
+        }
+        held.push((s, ready, decide, done));
+    }
+    for (_, ready, _, _) in held.iter_mut() {
+        match ready.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(UNAVAILABLE),
+        }
+    }
+    // Every other shard is parked; from here to the last Commit sent, no await.
+    if dirty() {
+        return Ok(false);
+    }
+    let (batch, mut results) = p.take_for_execution(ctx.id);
+    let committing = CommitStep::begin();
+    if !batch.is_empty() {
+        ctx.execute(&batch.ops(), &mut results);
+    }
+    for (_, _, decide, _) in &held {
+        let _ = decide.send(Decision::Commit);
+    }
+    drop(committing);
+    p.executed(ctx.id, batch, results);
+    let mut answered = true;
+    for (s, _, _, done) in held {
+        match done.await {
+            Ok((batch, results)) => p.executed(s, batch, results),
+            Err(_) => answered = false,
+        }
+    }
+    if answered {
+        Ok(true)
+    } else {
+        Err(UNAVAILABLE)
     }
 }

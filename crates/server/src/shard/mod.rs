@@ -24,6 +24,7 @@ pub(crate) mod dispatch;
 pub(crate) mod exclusive;
 pub(crate) mod expiry;
 pub(crate) mod panics;
+pub(crate) mod watches;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -101,6 +102,8 @@ pub(crate) struct ShardCtx {
     pub(crate) started: std::time::Instant,
     /// Requests read by this shard, for its busy poller.
     pub(crate) activity: busy_poll::Activity,
+    /// Every shard's watched keys (WATCH), shared by the server's shards.
+    pub(crate) watches: Arc<watches::Tables>,
 }
 
 impl ShardCtx {
@@ -119,6 +122,8 @@ impl ShardCtx {
         let mut e = self.engine.borrow_mut();
         e.set_now(expiry::now_ms());
         e.execute(ops, results);
+        drop(e);
+        self.watches.shard(self.id).touched(ops, results);
     }
 
     /// One step of the expiry sweep (`expiry.rs`): removes the expired keys of `buckets` main
@@ -176,6 +181,7 @@ impl ShardCtx {
         let fresh = Engine::new(self.engine_cfg.clone())
             .expect("the same configuration worked at start-up");
         *self.engine.borrow_mut() = fresh;
+        self.watches.shard(self.id).flushed();
     }
 }
 
@@ -207,6 +213,7 @@ pub(crate) struct ShardSpawn {
     pub(crate) stop: watch::Receiver<bool>,
     /// Services to run on this shard's thread besides its connections and job queue.
     pub(crate) tasks: Vec<ShardTask>,
+    pub(crate) watches: Arc<watches::Tables>,
 }
 
 /// Runs a shard until `stop` turns true.
@@ -230,6 +237,7 @@ pub(crate) fn run(s: ShardSpawn) {
         stats,
         mut stop,
         tasks,
+        watches,
     } = s;
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
@@ -242,6 +250,7 @@ pub(crate) fn run(s: ShardSpawn) {
             stats,
             started: std::time::Instant::now(),
             activity: Default::default(),
+            watches,
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
         tokio::task::spawn_local(expiry::sweep(ctx.clone()));

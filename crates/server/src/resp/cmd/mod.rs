@@ -20,6 +20,8 @@ pub struct Session {
     pub authenticated: bool,
     pub name: Option<Vec<u8>>,
     pub quit: bool,
+    /// MULTI's queue and WATCH's keys (`resp/multi.rs`).
+    pub(crate) multi: crate::resp::multi::Multi,
 }
 
 /// Every command the server accepts, as COMMAND LIST answers them: (name, Redis arity: N is
@@ -91,6 +93,11 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("msetnx", -3),
     ("object", -2),
     ("memory", -2),
+    ("multi", 1),
+    ("exec", 1),
+    ("discard", 1),
+    ("watch", -2),
+    ("unwatch", 1),
 ];
 
 /// What a command needs beyond the plan.
@@ -102,6 +109,8 @@ pub enum Planned {
     /// A multi-key command that runs all or nothing (`shard/atomic.rs`): run pending commands
     /// first, then it alone with [`atomic`].
     Atomic,
+    /// EXEC or WATCH (`resp/multi.rs`): run pending commands first, then `multi::run`.
+    Multi,
 }
 
 /// The longest command name looked up; a longer one is an unknown command (Redis's longest is
@@ -153,6 +162,9 @@ pub fn plan(
     if requirepass.is_some() && !s.authenticated && !matches!(name, b"auth" | b"hello" | b"quit") {
         p.immediate(|o| RespWriter::new(o, v).error(resp::err_noauth()));
         return Planned::Queued;
+    }
+    if let Some(r) = crate::resp::multi::intercept(p, s, name, args) {
+        return r;
     }
     if let Some(r) = strings::plan(p, v, name, args) {
         return r;
