@@ -20,8 +20,14 @@
 //! the cap is passed, never per command. So the total is exact to `REPORT_STEP_BYTES` per
 //! connection.
 //!
-//! The registry is also what CLIENT LIST and CLIENT KILL (issue 20) will read and signal: each
-//! entry has an id, the peer address, its shard, its bytes and a way to ask it to close.
+//! The registry is also what CLIENT LIST, CLIENT INFO and CLIENT KILL (issue 20 item 3,
+//! `resp/cmd/client.rs`) read and signal: each entry has an id, the addresses and descriptor
+//! of its socket, its shard, its bytes, a way to ask it to close, and what its connection last
+//! published about itself (name, library, last command and when, buffer lengths, protocol).
+//! A RESP connection publishes once per batch of commands, under the entry's own mutex, which
+//! only CLIENT LIST and CLIENT INFO take besides it; native connections publish nothing, so
+//! their line shows their age as idle time and no command. CLIENT NO-EVICT ON exempts an entry
+//! from `maxmemory_clients` eviction (Redis's `e` flag).
 //!
 //! Non-goals: bounding one request (that is `results_bytes_max`, checked by the engine) or one
 //! connection (`conn_input_bytes_max`, `conn_output_bytes_max`); memory the kernel holds in
@@ -69,6 +75,74 @@ pub(crate) struct Entry {
     /// Asked to close (by eviction); its bytes no longer count when choosing whom to evict.
     closing: AtomicBool,
     close: Notify,
+    /// The server's end of the socket (CLIENT LIST `laddr`).
+    pub(crate) local: Option<SocketAddr>,
+    /// The socket's file descriptor (CLIENT LIST `fd`).
+    pub(crate) fd: i32,
+    pub(crate) created: Instant,
+    /// CLIENT NO-EVICT ON: never closed by `maxmemory_clients`.
+    pub(crate) no_evict: AtomicBool,
+    /// What the connection last published (see the module comment).
+    info: Mutex<Published>,
+}
+
+/// The longest command name CLIENT LIST shows (`container|subcommand`); longer ones are cut.
+pub(crate) const CMD_BYTES_MAX: usize = 72;
+
+/// What a connection tells the registry about itself.
+#[derive(Debug, Clone)]
+pub(crate) struct Published {
+    pub(crate) name: Option<Vec<u8>>,
+    pub(crate) lib_name: Vec<u8>,
+    pub(crate) lib_ver: Vec<u8>,
+    /// When it last ran a command (its creation until then).
+    pub(crate) last_at: Instant,
+    pub(crate) cmd: [u8; CMD_BYTES_MAX],
+    pub(crate) cmd_len: usize,
+    /// Bytes of input read but not yet run, and the room left in the input buffer.
+    pub(crate) qbuf: usize,
+    pub(crate) qbuf_free: usize,
+    /// Reply bytes not yet written.
+    pub(crate) omem: usize,
+    /// Every buffer's capacity together (input, replies, results).
+    pub(crate) tot_mem: usize,
+    /// RESP version (0 for the native protocol).
+    pub(crate) resp: u8,
+}
+
+impl Published {
+    fn new(now: Instant) -> Published {
+        Published {
+            name: None,
+            lib_name: Vec::new(),
+            lib_ver: Vec::new(),
+            last_at: now,
+            cmd: [0; CMD_BYTES_MAX],
+            cmd_len: 0,
+            qbuf: 0,
+            qbuf_free: 0,
+            omem: 0,
+            tot_mem: 0,
+            resp: 0,
+        }
+    }
+
+    /// The last command's name, `NULL` before the first (as Redis shows it).
+    pub(crate) fn cmd(&self) -> &[u8] {
+        if self.cmd_len == 0 {
+            b"NULL"
+        } else {
+            &self.cmd[..self.cmd_len]
+        }
+    }
+}
+
+/// The socket of a new connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Socket {
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) local: Option<SocketAddr>,
+    pub(crate) fd: i32,
 }
 
 impl Entry {
@@ -76,6 +150,22 @@ impl Entry {
     pub(crate) fn close(&self) {
         self.closing.store(true, Ordering::Relaxed);
         self.close.notify_one();
+    }
+
+    /// Whether it was asked to close.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// A copy of what the connection last published.
+    pub(crate) fn published(&self) -> Published {
+        self.info.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Changes what the connection publishes (its own commands: SETNAME, SETINFO, and the
+    /// per-batch activity).
+    pub(crate) fn publish(&self, change: impl FnOnce(&mut Published)) {
+        change(&mut self.info.lock().unwrap_or_else(|e| e.into_inner()));
     }
 }
 
@@ -97,6 +187,19 @@ impl Clients {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Every live connection, by id (CLIENT LIST and KILL).
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Entry>> {
+        let mut all: Vec<Arc<Entry>> = self.live().values().cloned().collect();
+        all.sort_unstable_by_key(|e| e.id);
+        all
+    }
+
+    /// CONFIG RESETSTAT: the eviction count starts again from zero, as Redis's
+    /// `evicted_clients` does.
+    pub(crate) fn reset_stats(&self) {
+        self.evicted.store(0, Ordering::Relaxed);
+    }
+
     /// Asks the connections holding the most to close until the others fit `cap`.
     #[cold]
     fn evict(&self, cap: usize) {
@@ -104,7 +207,7 @@ impl Clients {
         let mut total = self.total.load(Ordering::Relaxed);
         let mut open: Vec<&Arc<Entry>> = Vec::with_capacity(live.len());
         for e in live.values() {
-            if e.closing.load(Ordering::Relaxed) {
+            if e.closing.load(Ordering::Relaxed) || e.no_evict.load(Ordering::Relaxed) {
                 total = total.saturating_sub(e.bytes.load(Ordering::Relaxed));
             } else {
                 open.push(e);
@@ -147,35 +250,38 @@ pub(crate) struct ClientHandle {
     stats: Arc<ServerStats>,
     entry: Arc<Entry>,
     reported: Cell<usize>,
-    /// `maxmemory_clients` (0: no cap).
-    cap: usize,
 }
 
 impl ClientHandle {
     /// Registers a new connection.
-    pub(crate) fn register(
-        stats: &Arc<ServerStats>,
-        peer: Option<SocketAddr>,
-        shard: usize,
-        cap: usize,
-    ) -> ClientHandle {
+    pub(crate) fn register(stats: &Arc<ServerStats>, socket: Socket, shard: usize) -> ClientHandle {
         let clients = &stats.clients;
         let id = clients.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = Instant::now();
         let entry = Arc::new(Entry {
             id,
-            peer,
+            peer: socket.peer,
             shard,
             bytes: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             close: Notify::new(),
+            local: socket.local,
+            fd: socket.fd,
+            created: now,
+            no_evict: AtomicBool::new(false),
+            info: Mutex::new(Published::new(now)),
         });
         clients.live().insert(id, entry.clone());
         ClientHandle {
             stats: stats.clone(),
             entry,
             reported: Cell::new(0),
-            cap,
         }
+    }
+
+    /// The connection's registry entry.
+    pub(crate) fn entry(&self) -> &Arc<Entry> {
+        &self.entry
     }
 
     /// The connection's buffers now hold `bytes`: reported when that moved by
@@ -200,8 +306,10 @@ impl ClientHandle {
         }
         let total = clients.total.fetch_add(bytes - last, Ordering::Relaxed) + (bytes - last);
         clients.peak.fetch_max(total, Ordering::Relaxed);
-        if self.cap != 0 && total > self.cap {
-            clients.evict(self.cap);
+        // Read live: CONFIG SET maxmemory-clients applies at the next report.
+        let cap = self.stats.live.maxmemory_clients();
+        if cap != 0 && total > cap {
+            clients.evict(cap);
         }
     }
 
@@ -229,9 +337,15 @@ mod tests {
     fn the_largest_client_is_asked_to_close_first_until_the_rest_fit() {
         let stats = Arc::new(ServerStats::default());
         let cap = 10 * REPORT_STEP_BYTES;
-        let small = ClientHandle::register(&stats, None, 0, cap);
-        let medium = ClientHandle::register(&stats, None, 0, cap);
-        let large = ClientHandle::register(&stats, None, 1, cap);
+        stats.live.set_maxmemory_clients(cap);
+        let socket = Socket {
+            peer: None,
+            local: None,
+            fd: -1,
+        };
+        let small = ClientHandle::register(&stats, socket, 0);
+        let medium = ClientHandle::register(&stats, socket, 0);
+        let large = ClientHandle::register(&stats, socket, 1);
         small.account(REPORT_STEP_BYTES);
         medium.account(4 * REPORT_STEP_BYTES);
         large.account(5 * REPORT_STEP_BYTES);
@@ -253,5 +367,29 @@ mod tests {
         drop((small, medium));
         assert_eq!(stats.clients.bytes(), 0);
         assert!(stats.clients.live().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod no_evict_tests {
+    use super::*;
+
+    #[test]
+    fn a_no_evict_client_is_passed_over() {
+        let stats = Arc::new(ServerStats::default());
+        stats.live.set_maxmemory_clients(4 * REPORT_STEP_BYTES);
+        let socket = Socket {
+            peer: None,
+            local: None,
+            fd: -1,
+        };
+        let big = ClientHandle::register(&stats, socket, 0);
+        let small = ClientHandle::register(&stats, socket, 0);
+        big.entry().no_evict.store(true, Ordering::Relaxed);
+        small.account(REPORT_STEP_BYTES);
+        big.account(4 * REPORT_STEP_BYTES);
+        assert!(!big.entry().is_closing());
+        assert!(small.entry().is_closing());
+        assert_eq!(stats.clients.snapshot().len(), 2);
     }
 }

@@ -19,7 +19,7 @@
 //! explicit request without the acknowledgement. An empty `requirepass` is refused: it is no
 //! password.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest value accepted from clients by default (SPEC: 1 MiB).
 pub const VALUE_LEN_MAX_DEFAULT: usize = 1 << 20;
@@ -66,7 +66,8 @@ pub const MAXMEMORY_CLIENTS_DEFAULT: usize = 256 << 20;
 /// `ReplyTooLarge` (RESP: one `-ERR` for the command) and, if they are writes, not applied.
 pub const RESULTS_BYTES_MAX_DEFAULT: usize = directkv_engine::RESULTS_BYTES_MAX_DEFAULT;
 
-#[derive(Debug, Clone, Deserialize)]
+/// `Serialize`: CONFIG GET shows every setting through it (`resp/cmd/config_cmd.rs`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     pub bind: String,
@@ -290,7 +291,7 @@ impl ServerConfig {
         Ok(())
     }
 
-    fn bind_is_loopback(&self) -> bool {
+    pub(crate) fn bind_is_loopback(&self) -> bool {
         matches!(self.bind.as_str(), "127.0.0.1" | "localhost" | "::1")
             || self.bind.starts_with("127.")
     }

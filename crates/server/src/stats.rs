@@ -68,6 +68,8 @@ pub(crate) struct ServerStats {
     pub(crate) atomic_read_retries: AtomicU64,
     /// Live client connections and the bytes their buffers hold (`clients.rs`, issue 19).
     pub(crate) clients: crate::clients::Clients,
+    /// The settings CONFIG SET changes, and the SHUTDOWN request (`live.rs`, issue 20).
+    pub(crate) live: crate::live::Live,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.

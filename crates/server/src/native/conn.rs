@@ -75,7 +75,7 @@ pub(crate) async fn serve(
         value_len_max: ctx.cfg.value_len_max as u32,
         ..NativeLimits::DEFAULT
     };
-    let authenticated = authenticated || ctx.cfg.requirepass.is_none();
+    let authenticated = authenticated || ctx.stats.live.requirepass().is_none();
     let mut c = Conn {
         ctx,
         limits: if authenticated {
@@ -90,7 +90,7 @@ pub(crate) async fn serve(
         local: Local::default(),
         out: Vec::with_capacity(READ_CHUNK_BYTES),
     };
-    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
     // The operations of the frame being served, parsed once (by the validating pass); empty
     // between reads, so the allocation outlives the borrows of `input`.
     let mut parsed_store: Vec<NativeOp<'static>> = Vec::new();
@@ -230,7 +230,8 @@ impl Conn<'_> {
     /// HELLO: checks the password (with `requirepass`) and answers with the limits and the
     /// shard map.
     fn hello(&mut self, id: u32, h: Hello<'_>) -> Next {
-        if let Some(want) = &self.ctx.cfg.requirepass {
+        // Live: CONFIG SET requirepass applies to the next HELLO.
+        if let Some(want) = &self.ctx.stats.live.requirepass() {
             self.authenticated = want.as_bytes() == h.password;
         }
         if !self.authenticated {
