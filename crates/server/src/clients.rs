@@ -62,7 +62,11 @@ pub(crate) struct Clients {
     /// Connections closed because the total passed `maxmemory_clients`.
     evicted: AtomicU64,
     live: Mutex<HashMap<u64, Arc<Entry>>>,
+    sweeper_started: AtomicBool,
 }
+
+/// How often the idle sweeper looks (see `Clients::start_idle_sweeper`).
+const IDLE_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One connection as the registry (and later CLIENT LIST/KILL) sees it.
 #[derive(Debug)]
@@ -82,6 +86,8 @@ pub(crate) struct Entry {
     pub(crate) created: Instant,
     /// CLIENT NO-EVICT ON: never closed by `maxmemory_clients`.
     pub(crate) no_evict: AtomicBool,
+    /// Milliseconds from `created` to its last request (read by the idle sweeper).
+    active_ms: AtomicU64,
     /// What the connection last published (see the module comment).
     info: Mutex<Published>,
 }
@@ -152,6 +158,13 @@ impl Entry {
         self.close.notify_one();
     }
 
+    /// Notes a request now (for the idle sweeper: one clock read and one relaxed store).
+    #[inline]
+    pub(crate) fn touch(&self) {
+        let ms = self.created.elapsed().as_millis() as u64;
+        self.active_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// Whether it was asked to close.
     pub(crate) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Relaxed)
@@ -192,6 +205,42 @@ impl Clients {
         let mut all: Vec<Arc<Entry>> = self.live().values().cloned().collect();
         all.sort_unstable_by_key(|e| e.id);
         all
+    }
+
+    /// Starts, once per server, the thread that closes clients idle past a `timeout` set by
+    /// CONFIG SET: a connection already waiting for input when the value changed waits under
+    /// the old one (`accept::read_more` reads it per read), so this sweep, once a second like
+    /// Redis's client cron, closes the ones the new value says are idle. It ends with the
+    /// server (it holds only a weak reference).
+    pub(crate) fn start_idle_sweeper(stats: &Arc<ServerStats>) {
+        if stats.clients.sweeper_started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let weak = Arc::downgrade(stats);
+        let spawned = std::thread::Builder::new()
+            .name("idle-sweeper".into())
+            .spawn(move || loop {
+                std::thread::sleep(IDLE_SWEEP_INTERVAL);
+                let Some(stats) = weak.upgrade() else {
+                    return;
+                };
+                let timeout = stats.live.timeout_secs();
+                if timeout == 0 {
+                    continue;
+                }
+                for e in stats.clients.snapshot() {
+                    let idle_ms = (e.created.elapsed().as_millis() as u64)
+                        .saturating_sub(e.active_ms.load(Ordering::Relaxed));
+                    if !e.is_closing() && idle_ms >= timeout * 1000 {
+                        e.close();
+                        stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(client = e.id, "idle client closed (timeout)");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the idle sweeper: CONFIG SET timeout applies only to each client's next read");
+        }
     }
 
     /// CONFIG RESETSTAT: the eviction count starts again from zero, as Redis's
@@ -269,6 +318,7 @@ impl ClientHandle {
             fd: socket.fd,
             created: now,
             no_evict: AtomicBool::new(false),
+            active_ms: AtomicU64::new(0),
             info: Mutex::new(Published::new(now)),
         });
         clients.live().insert(id, entry.clone());

@@ -147,7 +147,11 @@ pub(crate) async fn serve(
         client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => ctx.activity.touch(),
+            Ok(_) => {
+                ctx.activity.touch();
+                // For the idle sweeper (CONFIG SET timeout).
+                client.entry().touch();
+            }
         }
         client.account(input.capacity() + out.capacity() + pending.capacity_bytes());
     }

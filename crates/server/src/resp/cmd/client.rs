@@ -75,6 +75,7 @@ impl Session {
     pub(crate) fn publish(&self, qbuf: usize, qbuf_free: usize, omem: usize, tot_mem: usize) {
         let (cmd, cmd_len) = self.admin.cmd_name();
         let resp = if self.version == Version::Resp3 { 3 } else { 2 };
+        self.admin.me.touch();
         self.admin.me.publish(|p| {
             p.last_at = Instant::now();
             p.cmd = cmd;

@@ -89,6 +89,9 @@ impl Meta {
 
 /// The metadata of the command `name` (lower case), if the server has it.
 pub fn meta(name: &str) -> Option<Meta> {
+    if name.contains('|') {
+        return META.iter().find(|m| m.name == name).map(copy);
+    }
     let row = super::COMMANDS.iter().find(|(n, _)| *n == name)?;
     Some(
         META.iter()

@@ -284,7 +284,12 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
     let live = &s.admin.stats.live;
     for c in changes {
         match c {
-            Change::Timeout(t) => live.set_timeout_secs(t),
+            Change::Timeout(t) => {
+                live.set_timeout_secs(t);
+                if t > 0 {
+                    crate::clients::Clients::start_idle_sweeper(&s.admin.stats);
+                }
+            }
             Change::Clients(n) => live.set_connections_max(n),
             Change::ClientMemory(b) => live.set_maxmemory_clients(b),
             Change::Password(pw) => live.set_requirepass(pw.as_deref()),
