@@ -297,7 +297,7 @@ pub fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     };
     match sub.as_str() {
         "count" | "help" if a.len() != 2 => arity(p, v, format!("command|{sub}").as_bytes()),
-        "getkeys" if a.len() < 3 => arity(p, v, b"command|getkeys"),
+        "getkeys" if a.len() < 4 => arity(p, v, b"command|getkeys"),
         "count" => {
             let n = super::COMMANDS.len() as i64;
             p.immediate(|o| RespWriter::new(o, v).integer(n));
