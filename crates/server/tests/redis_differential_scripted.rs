@@ -83,6 +83,8 @@ const ADMIN: &[&[&str]] = &[
     &["COMMAND", "GETKEYS", "ping", "x"],
     &["COMMAND", "GETKEYS", "nosuch", "x"],
     &["COMMAND", "GETKEYS", "mset", "a"],
+    &["COMMAND", "GETKEYS", "mset", "a", "1", "b"],
+    &["COMMAND", "GETKEYS", "getset", "a"],
     &["COMMAND", "LIST", "FILTERBY", "PATTERN", "getd*"],
     &["COMMAND", "LIST", "FILTERBY", "foo", "x"],
     &["COMMAND", "LIST", "FILTERBY"],
