@@ -55,10 +55,7 @@ fn every_listed_command_has_details_and_docs() {
         array(c.cmd(&["COMMAND", "GETKEYS", "dkv.vget", "v", "u32"])),
         [bulk("v")]
     );
-    assert_eq!(
-        array(c.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "string"])).len() >= 10,
-        true
-    );
+    assert!(array(c.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "string"])).len() >= 10);
     assert_eq!(
         array(c.cmd(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "dkv.v*"])),
         [bulk("dkv.vset"), bulk("dkv.vget")]

@@ -282,12 +282,12 @@ fn addr(a: Option<std::net::SocketAddr>) -> String {
 fn line(out: &mut String, e: &Entry, now: Instant) {
     let p: Published = e.published();
     let no_evict = e.no_evict.load(Ordering::Relaxed);
-    let _ = write!(
+    let _ = writeln!(
         out,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
          ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 \
          omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} \
-         lib-ver={}\n",
+         lib-ver={}",
         e.id,
         addr(e.peer),
         addr(e.local),
@@ -380,7 +380,7 @@ fn kill(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
             None => error(p, v, "ERR No such client"),
         };
     }
-    if a.len() % 2 != 0 {
+    if !a.len().is_multiple_of(2) {
         return error(p, v, resp::err_syntax());
     }
     let mut f = Filter {

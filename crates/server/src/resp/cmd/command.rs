@@ -361,7 +361,7 @@ fn list(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
                     "aclcat" => meta(n).is_some_and(|m| {
                         m.acl
                             .iter()
-                            .any(|c| c[1..].as_bytes().eq_ignore_ascii_case(arg))
+                            .any(|c| c.as_bytes()[1..].eq_ignore_ascii_case(arg))
                     }),
                     // No modules: no command belongs to one.
                     _ => false,

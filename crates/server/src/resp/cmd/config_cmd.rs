@@ -119,7 +119,7 @@ pub(crate) fn config(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
     s.admin.sub = super::Name::lower(a[1]);
     match sub.as_str() {
         "get" if a.len() < 3 => arity(p, v, b"config|get"),
-        "set" if a.len() < 4 || a.len() % 2 != 0 => arity(p, v, b"config|set"),
+        "set" if a.len() < 4 || !a.len().is_multiple_of(2) => arity(p, v, b"config|set"),
         "resetstat" | "help" if a.len() != 2 => arity(p, v, format!("config|{sub}").as_bytes()),
         "get" => get(p, s, &a[2..]),
         "set" => set(p, s, &a[2..]),
