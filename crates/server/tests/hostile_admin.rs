@@ -86,3 +86,41 @@ fn hostile_patterns_and_arguments_get_answers() {
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
     srv.stop();
 }
+
+#[test]
+fn client_names_count_against_maxmemory_clients() {
+    let srv = start_with(config(1));
+    let mut admin = Client::connect(&srv);
+    assert_eq!(admin.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "1mb"]),
+        ok()
+    );
+    let name = "n".repeat(400 << 10);
+    // One after another (each answered or closed before the next), so that only the names
+    // held, not several requests in flight at once, can pass the cap.
+    let mut named = Vec::new();
+    for _ in 0..4 {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(srv.addr()).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let cmd = format!(
+            "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n${}\r\n{name}\r\n",
+            name.len()
+        );
+        let _ = c.write_all(cmd.as_bytes());
+        let mut reply = [0u8; 5];
+        let _ = c.read(&mut reply);
+        named.push(c);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while common::info_field(&mut admin, "evicted_clients") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "four 400 KiB names fit a 1 MiB maxmemory-clients"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    srv.stop();
+}

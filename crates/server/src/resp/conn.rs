@@ -87,7 +87,11 @@ pub(crate) async fn serve(
             )
             .await;
             used += parsed.consumed;
-            let held = input.capacity() + out.capacity() + pending.capacity_bytes();
+            // The client's name counts too: CLIENT SETNAME takes any length, as in Redis.
+            let held = input.capacity()
+                + out.capacity()
+                + pending.capacity_bytes()
+                + session.name.as_ref().map_or(0, Vec::len);
             client.account(held);
             if parsed.commands > 0 {
                 // For CLIENT LIST: the last command, its time, the buffers (once per batch).
