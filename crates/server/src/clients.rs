@@ -255,6 +255,7 @@ impl Clients {
         let live = self.live();
         let mut total = self.total.load(Ordering::Relaxed);
         let mut open: Vec<&Arc<Entry>> = Vec::with_capacity(live.len());
+        // Clients already closing, and no-evict ones (as in Redis), do not count.
         for e in live.values() {
             if e.closing.load(Ordering::Relaxed) || e.no_evict.load(Ordering::Relaxed) {
                 total = total.saturating_sub(e.bytes.load(Ordering::Relaxed));
@@ -436,8 +437,13 @@ mod no_evict_tests {
         let big = ClientHandle::register(&stats, socket, 0);
         let small = ClientHandle::register(&stats, socket, 0);
         big.entry().no_evict.store(true, Ordering::Relaxed);
-        small.account(REPORT_STEP_BYTES);
-        big.account(4 * REPORT_STEP_BYTES);
+        // As in Redis, a no-evict client's memory does not count toward the cap: only the
+        // other's growth past it evicts, and it is the other that goes.
+        big.account(8 * REPORT_STEP_BYTES);
+        assert!(!big.entry().is_closing());
+        small.account(3 * REPORT_STEP_BYTES);
+        assert!(!small.entry().is_closing());
+        small.account(5 * REPORT_STEP_BYTES);
         assert!(!big.entry().is_closing());
         assert!(small.entry().is_closing());
         assert_eq!(stats.clients.snapshot().len(), 2);
