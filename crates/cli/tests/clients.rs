@@ -135,13 +135,24 @@ fn redis_py_works() {
 /// processes' WATCH retry loops on one counter, exact at the end (issue 20 item 4).
 #[test]
 fn redis_py_transactions_work() {
+    run_redis_py_script("redis_py_multi.py");
+}
+
+#[test]
+fn redis_py_admin_commands_work() {
+    run_redis_py_script("redis_py_admin.py");
+}
+
+/// Runs `tests/py/SCRIPT PORT` with redis-py against a fresh `directkv serve`.
+fn run_redis_py_script(script: &str) {
     let Some(python) = require_peer("redis-py", python_with_redis_py()) else {
         return;
     };
     let s = serve();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_multi.py");
+    let script = format!("{}/tests/py/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(python)
-        .args([script, &s.addr.port().to_string()])
+        .arg(&script)
+        .arg(s.addr.port().to_string())
         .output()
         .unwrap();
     assert!(
@@ -150,4 +161,39 @@ fn redis_py_transactions_work() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// redis-cli's admin commands, then SHUTDOWN, which stops the real process.
+#[test]
+fn redis_cli_admin_and_shutdown() {
+    if tool("redis-cli", "redis-tools").is_none() {
+        return;
+    }
+    let s = serve();
+    let p = s.addr.port().to_string();
+    let run = |args: &[&str]| {
+        let out = tool("redis-cli", "redis-tools")
+            .expect("redis-cli is installed")
+            .args(["-p", &p])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert!(run(&["CLIENT", "LIST"]).contains("cmd=client|list"));
+    assert_eq!(run(&["CONFIG", "GET", "maxclients"]), "maxclients\n10000");
+    assert_eq!(run(&["CONFIG", "SET", "timeout", "300"]), "OK");
+    assert_eq!(run(&["CONFIG", "GET", "timeout"]), "timeout\n300");
+    assert!(run(&["COMMAND", "COUNT"]).parse::<u32>().unwrap() >= 40);
+    assert!(run(&["COMMAND", "INFO", "get"]).contains("@read"));
+    assert!(run(&["SHUTDOWN", "SAVE"]).contains("no persistence"));
+    run(&["SHUTDOWN", "NOSAVE"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while directkv_sys::process::tcp_accepts(s.addr) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server still accepts after SHUTDOWN"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -86,10 +86,12 @@ pub(crate) async fn read_more(
     ctx: &ShardCtx,
     read: impl std::future::Future<Output = std::io::Result<usize>>,
 ) -> std::io::Result<usize> {
-    if ctx.cfg.timeout == 0 {
+    // Read live: CONFIG SET timeout applies to every connection's next read.
+    let timeout = ctx.stats.live.timeout_secs();
+    if timeout == 0 {
         return read.await;
     }
-    match tokio::time::timeout(Duration::from_secs(ctx.cfg.timeout), read).await {
+    match tokio::time::timeout(Duration::from_secs(timeout), read).await {
         Ok(read) => read,
         Err(_) => {
             ctx.stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
@@ -107,7 +109,7 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
         authenticated,
     } = incoming;
     let stats = ctx.stats.clone();
-    if stats.connections.load(Ordering::Relaxed) >= ctx.cfg.connections_max {
+    if stats.connections.load(Ordering::Relaxed) >= stats.live.connections_max() {
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         let mut s = stream;
         let _ = std::io::Write::write_all(&mut s, b"-ERR max number of clients reached\r\n");
@@ -116,8 +118,14 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
     stats.connection_opened();
     let peer = stream.peer_addr().ok();
     tracing::debug!(shard = ctx.id, ?peer, "connection opened");
-    // In the registry while it is open: `maxmemory_clients` may ask it to close.
-    let client = ClientHandle::register(&stats, peer, ctx.id, ctx.cfg.maxmemory_clients);
+    // In the registry while it is open: `maxmemory_clients` and CLIENT KILL may ask it to
+    // close, CLIENT LIST shows it.
+    let socket = crate::clients::Socket {
+        peer,
+        local: stream.local_addr().ok(),
+        fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+    };
+    let client = ClientHandle::register(&stats, socket, ctx.id);
     if stream.set_nonblocking(true).is_ok() {
         if let Ok(s) = TcpStream::from_std(stream) {
             let _ = s.set_nodelay(true);

@@ -19,7 +19,7 @@
 //! explicit request without the acknowledgement. An empty `requirepass` is refused: it is no
 //! password.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest value accepted from clients by default (SPEC: 1 MiB).
 pub const VALUE_LEN_MAX_DEFAULT: usize = 1 << 20;
@@ -87,7 +87,8 @@ pub const MULTI_BYTES_MAX_DEFAULT: usize = 64 << 20;
 /// Keys one connection may WATCH at once.
 pub const WATCH_KEYS_MAX_DEFAULT: usize = 10_000;
 
-#[derive(Debug, Clone, Deserialize)]
+/// `Serialize`: CONFIG GET shows every setting through it (`resp/cmd/config_cmd.rs`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     pub bind: String,
@@ -343,7 +344,7 @@ impl ServerConfig {
         Ok(())
     }
 
-    fn bind_is_loopback(&self) -> bool {
+    pub(crate) fn bind_is_loopback(&self) -> bool {
         matches!(self.bind.as_str(), "127.0.0.1" | "localhost" | "::1")
             || self.bind.starts_with("127.")
     }

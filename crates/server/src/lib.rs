@@ -46,6 +46,7 @@ mod admin;
 mod clients;
 pub mod config;
 mod files;
+mod live;
 mod log_limit;
 mod native;
 pub mod ocsm;
@@ -94,6 +95,7 @@ impl Server {
         }
         let cfg = Arc::new(cfg);
         let stats = Arc::new(ServerStats::default());
+        stats.live.set_from(&cfg);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut job_rxs = Vec::new();
         let mut job_txs = Vec::new();
@@ -236,6 +238,11 @@ impl Server {
         &self.stats.ocsm
     }
 
+    /// Whether a client asked the server to stop (SHUTDOWN): `run_until_signal` returns then.
+    pub fn shutdown_requested(&self) -> bool {
+        self.stats.live.shutdown_requested()
+    }
+
     /// Stops accepting, closes connections, joins every thread.
     pub fn stop(mut self) {
         self.shutdown();
@@ -270,6 +277,7 @@ impl Server {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = self.stats.live.shutdown() => {}
             }
         });
         self.shutdown();

@@ -72,6 +72,8 @@ pub(crate) struct ServerStats {
     pub(crate) multi_exec: AtomicU64,
     /// Transactions EXEC discarded because a watched key changed (the null reply).
     pub(crate) multi_watch_aborted: AtomicU64,
+    /// The settings CONFIG SET changes, and the SHUTDOWN request (`live.rs`, issue 20).
+    pub(crate) live: crate::live::Live,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.

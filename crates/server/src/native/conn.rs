@@ -79,7 +79,7 @@ pub(crate) async fn serve(
         value_len_max: ctx.cfg.value_len_max as u32,
         ..NativeLimits::DEFAULT
     };
-    let authenticated = authenticated || ctx.cfg.requirepass.is_none();
+    let authenticated = authenticated || ctx.stats.live.requirepass().is_none();
     let mut c = Conn {
         ctx,
         limits: if authenticated {
@@ -96,7 +96,7 @@ pub(crate) async fn serve(
         streamed: 0,
         resume: None,
     };
-    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
     // The operations of the frame being served, parsed once (by the validating pass); empty
     // between reads, so the allocation outlives the borrows of `input`.
     let mut parsed_store: Vec<NativeOp<'static>> = Vec::new();
@@ -194,7 +194,11 @@ pub(crate) async fn serve(
         client.account(input.capacity() + c.capacity_bytes());
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => ctx.activity.touch(),
+            Ok(_) => {
+                ctx.activity.touch();
+                // For the idle sweeper (CONFIG SET timeout).
+                client.entry().touch();
+            }
         }
         client.account(input.capacity() + c.capacity_bytes());
     }
@@ -247,7 +251,8 @@ impl Conn<'_> {
     /// HELLO: checks the password (with `requirepass`) and answers with the limits and the
     /// shard map.
     fn hello(&mut self, id: u32, h: Hello<'_>) -> Next {
-        if let Some(want) = &self.ctx.cfg.requirepass {
+        // Live: CONFIG SET requirepass applies to the next HELLO.
+        if let Some(want) = &self.ctx.stats.live.requirepass() {
             self.authenticated = want.as_bytes() == h.password;
         }
         if !self.authenticated {

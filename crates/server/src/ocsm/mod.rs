@@ -64,7 +64,7 @@ pub use crate::stats::OcsmStats;
 const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// Which receive/execute/send loop serves OCSM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OcsmPath {
     /// One datagram at a time on a thread of its own: `recv_from`, execute, `send_to`.

@@ -41,18 +41,26 @@ pub(crate) async fn serve(
         args_max: ctx.cfg.args_max,
         ..RespLimits::default()
     };
-    let requirepass = ctx.cfg.requirepass.clone();
+    // The password is live (CONFIG SET requirepass): looked at once per read, copied when it
+    // changed. A connection opened while there was none is in, as in Redis.
+    let mut password_seen = 0;
+    let mut requirepass = ctx
+        .stats
+        .live
+        .requirepass_if_changed(&mut password_seen)
+        .flatten();
     let mut session = Session {
         version: Version::Resp2,
-        authenticated,
+        authenticated: authenticated || requirepass.is_none(),
         name: None,
         quit: false,
         multi: Multi::new(&ctx.cfg, ctx.shards(), ctx.watches.clone()),
+        admin: cmd::client::Admin::new(client.entry().clone(), ctx.stats.clone(), ctx.cfg.clone()),
     };
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut args = Args::new();
     let mut pending = Pending::new(ctx.shards());
-    let write_timeout = Duration::from_secs(ctx.cfg.reply_write_timeout_secs);
+    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
     // A connection's first batch is small until its reply sizes are known, so one read of
     // commands on large values cannot buffer commands_per_batch_max large replies at once.
     let mut batch_cmds = FIRST_BATCH_CMDS.min(ctx.cfg.commands_per_batch_max);
@@ -62,6 +70,9 @@ pub(crate) async fn serve(
     loop {
         let mut used = 0;
         let mut close = false;
+        if let Some(changed) = ctx.stats.live.requirepass_if_changed(&mut password_seen) {
+            requirepass = changed;
+        }
         loop {
             let before = out.len();
             let parsed = parse_commands(
@@ -78,7 +89,13 @@ pub(crate) async fn serve(
             )
             .await;
             used += parsed.consumed;
-            client.account(held_bytes(&input, &out, &pending, &session));
+            let held = held_bytes(&input, &out, &pending, &session);
+            client.account(held);
+            if parsed.commands > 0 {
+                // For CLIENT LIST: the last command, its time, the buffers (once per batch).
+                let unread = input.len() - used;
+                session.publish(unread, input.capacity() - input.len(), out.len(), held);
+            }
             // Size the next batch so its replies stay near conn_output_bytes_max: from the
             // largest reply per command seen lately (it decays by half each batch).
             if let Some(per) = (out.len() - before).checked_div(parsed.commands) {
@@ -132,7 +149,11 @@ pub(crate) async fn serve(
         client.account(held_bytes(&input, &out, &pending, &session));
         match crate::accept::read_more(ctx, s.read_buf(&mut input)).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => ctx.activity.touch(),
+            Ok(_) => {
+                ctx.activity.touch();
+                // For the idle sweeper (CONFIG SET timeout).
+                client.entry().touch();
+            }
         }
         client.account(held_bytes(&input, &out, &pending, &session));
     }
@@ -141,7 +162,12 @@ pub(crate) async fn serve(
 /// Bytes a connection's buffers hold, for `maxmemory_clients`: input, replies, the batch, and
 /// a transaction's queue and watched keys.
 fn held_bytes(input: &Vec<u8>, out: &Vec<u8>, pending: &Pending, session: &Session) -> usize {
-    input.capacity() + out.capacity() + pending.capacity_bytes() + session.multi.capacity_bytes()
+    // The client's name counts too: CLIENT SETNAME takes any length, as in Redis.
+    input.capacity()
+        + out.capacity()
+        + pending.capacity_bytes()
+        + session.multi.capacity_bytes()
+        + session.name.as_ref().map_or(0, Vec::len)
 }
 
 /// Arguments of one command held on the stack while it is planned (GET, SET with options,

@@ -10,8 +10,8 @@
 //!    side's reply must have the same RESP type (a bulk string in RESP2, a verbatim `txt`
 //!    string in RESP3) and be checked for sections and parseable fields, not compared.
 //! 3. `command_count`: COMMAND COUNT is an integer on both sides; directkv's is the length of
-//!    its COMMAND LIST, not Redis' 240. COMMAND without a subcommand is an empty array on
-//!    directkv (it has no command details), Redis' 240 commands' details.
+//!    its COMMAND LIST, not Redis' 240. COMMAND without a subcommand details each server's
+//!    own commands (COMMAND INFO of a command both have is compared byte for byte).
 //! 4. `config_value`: CONFIG GET `databases` is 1 on directkv (one database), 16 on Redis.
 //! 5. `SELECT n` for n other than 0: directkv has one database and answers
 //!    `-ERR DB index is out of range`; Redis answers `+OK` (the test then selects 0 again).

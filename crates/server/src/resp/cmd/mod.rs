@@ -3,6 +3,9 @@
 //! are "barriers": the connection runs what is pending first, then them.
 
 pub mod bits;
+pub mod client;
+pub mod command;
+pub mod config_cmd;
 pub mod dkv;
 pub mod expiry;
 pub mod keyspace;
@@ -22,6 +25,9 @@ pub struct Session {
     pub quit: bool,
     /// MULTI's queue and WATCH's keys (`resp/multi.rs`).
     pub(crate) multi: crate::resp::multi::Multi,
+    /// The connection's registry entry and the server's shared state, for CLIENT, CONFIG,
+    /// SHUTDOWN (`client.rs`).
+    pub(crate) admin: client::Admin,
 }
 
 /// Every command the server accepts, as COMMAND LIST answers them: (name, Redis arity: N is
@@ -98,6 +104,9 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("discard", 1),
     ("watch", -2),
     ("unwatch", 1),
+    ("time", 1),
+    ("lastsave", 1),
+    ("shutdown", -1),
 ];
 
 /// What a command needs beyond the plan.
@@ -119,7 +128,8 @@ const NAME_BYTES_MAX: usize = 32;
 
 /// A command name in ASCII lower case, on the stack: `plan` runs for every command, and
 /// lower-casing into a new `String` cost an allocation and a free per command.
-struct Name {
+#[derive(Clone, Copy)]
+pub(crate) struct Name {
     bytes: [u8; NAME_BYTES_MAX],
     len: usize,
 }
@@ -127,7 +137,7 @@ struct Name {
 impl Name {
     /// An empty name, which matches no command, for one that is longer than `NAME_BYTES_MAX`
     /// or not ASCII (no command name is either); the unknown-command reply quotes the original.
-    fn lower(raw: &[u8]) -> Name {
+    pub(crate) fn lower(raw: &[u8]) -> Name {
         let mut bytes = [0u8; NAME_BYTES_MAX];
         if raw.len() > NAME_BYTES_MAX {
             return Name { bytes, len: 0 };
@@ -144,7 +154,7 @@ impl Name {
 
     /// The lower-cased name's bytes (ASCII; empty for none). Commands match on bytes, so no
     /// UTF-8 check (or `unsafe` to skip one) is made per command.
-    fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
 }
@@ -159,6 +169,9 @@ pub fn plan(
     let lowered = Name::lower(args[0]);
     let name = lowered.as_bytes();
     let v = s.version;
+    // For CLIENT LIST's `cmd` (published once per batch): a copy, no allocation.
+    s.admin.cmd = lowered;
+    s.admin.sub.len = 0;
     if requirepass.is_some() && !s.authenticated && !matches!(name, b"auth" | b"hello" | b"quit") {
         p.immediate(|o| RespWriter::new(o, v).error(resp::err_noauth()));
         return Planned::Queued;

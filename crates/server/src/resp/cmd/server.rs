@@ -1,4 +1,5 @@
-//! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT COMMAND CLIENT CONFIG, and
+//! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT TIME LASTSAVE SHUTDOWN,
+//! the routes to COMMAND (`command.rs`), CLIENT (`client.rs`) and CONFIG (`config_cmd.rs`), and
 //! the barriers that need every shard: INFO DBSIZE FLUSHALL FLUSHDB.
 
 use directkv_proto::resp::{self, RespWriter, Version};
@@ -36,9 +37,21 @@ pub fn plan(
         b"auth" if n == 3 => auth(p, s, Some(a[1]), a[2], requirepass),
         b"auth" if n > 3 => error(p, v, resp::err_syntax()),
         b"hello" => hello(p, s, a, requirepass),
-        b"command" => command(p, v, a),
-        b"client" if n >= 2 => client(p, s, a),
-        b"config" if n >= 2 => config(p, v, a),
+        b"command" => {
+            if n >= 2 {
+                s.admin.sub = super::Name::lower(a[1]);
+            }
+            super::command::command(p, v, a)
+        }
+        b"client" if n >= 2 => super::client::client(p, s, a),
+        b"config" if n >= 2 => super::config_cmd::config(p, s, a),
+        b"time" if n == 1 => time(p, v),
+        b"lastsave" if n == 1 => {
+            let at = s.admin.stats.live.started_unix_secs() as i64;
+            p.immediate(|o| RespWriter::new(o, v).integer(at));
+            Planned::Queued
+        }
+        b"shutdown" => shutdown(p, s, a),
         // FLUSHALL/FLUSHDB [ASYNC | SYNC]: anything else is a syntax error, as in Redis.
         b"flushall" | b"flushdb"
             if n > 2
@@ -49,54 +62,12 @@ pub fn plan(
             error(p, v, resp::err_syntax())
         }
         b"info" | b"dbsize" | b"flushall" | b"flushdb" => Planned::Barrier,
-        b"ping" | b"echo" | b"select" | b"auth" | b"client" | b"config" => arity(p, v, name),
+        b"ping" | b"echo" | b"select" | b"auth" | b"client" | b"config" | b"time" | b"lastsave" => {
+            arity(p, v, name)
+        }
         _ => return None,
     })
 }
-
-/// HELP replies, worded as Redis 7's for the subcommands directkv has.
-const COMMAND_HELP: &[&str] = &[
-    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "(no subcommand)",
-    "    Return details about all commands (directkv: an empty array).",
-    "COUNT",
-    "    Return the total number of commands in this server.",
-    "LIST",
-    "    Return a list of all commands in this server.",
-    "INFO [<command-name> ...]",
-    "    Return details about commands (directkv: an empty array).",
-    "DOCS [<command-name> ...]",
-    "    Return documentation details about commands (directkv: an empty map; see docs/commands.md).",
-    "HELP",
-    "    Print this help.",
-];
-
-const CLIENT_HELP: &[&str] = &[
-    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "GETNAME",
-    "    Return the name of the current connection.",
-    "ID",
-    "    Return the ID of the current connection.",
-    "SETINFO <option> <value>",
-    "    Accepted and ignored (LIB-NAME, LIB-VER).",
-    "SETNAME <name>",
-    "    Assign the name <name> to the current connection.",
-    "HELP",
-    "    Print this help.",
-];
-
-const CONFIG_HELP: &[&str] = &[
-    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "GET <pattern>",
-    "    Return parameters matching the glob-like <pattern> and their values",
-    "    (directkv: save, appendonly, databases, maxmemory-policy; only exact names and *).",
-    "SET <directive> <value>",
-    "    Not supported: directkv is configured by its configuration file.",
-    "RESETSTAT",
-    "    Accepted; does nothing.",
-    "HELP",
-    "    Print this help.",
-];
 
 fn ok_text(p: &mut Pending, v: Version, t: &str) -> Planned {
     p.immediate(|o| RespWriter::new(o, v).simple(t));
@@ -134,16 +105,6 @@ fn auth(
     }
 }
 
-/// Sets the connection's name if Redis would take it (printable ASCII without spaces); ""
-/// removes the name.
-fn set_name(s: &mut Session, name: &[u8]) -> Result<(), &'static str> {
-    if name.iter().any(|b| !(b'!'..=b'~').contains(b)) {
-        return Err("ERR Client names cannot contain spaces, newlines or special characters.");
-    }
-    s.name = (!name.is_empty()).then(|| name.to_vec());
-    Ok(())
-}
-
 /// HELLO [protover [AUTH username password] [SETNAME clientname]]
 fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str>) -> Planned {
     let mut version = s.version;
@@ -171,7 +132,7 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
                 i += 3;
             }
             "setname" if i + 1 < a.len() => {
-                if let Err(e) = set_name(s, a[i + 1]) {
+                if let Err(e) = super::client::set_name(s, a[i + 1]) {
                     return error(p, s.version, e);
                 }
                 i += 2;
@@ -196,6 +157,7 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
         return error(p, s.version, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     s.version = version;
+    let id = s.admin.me.id as i64;
     p.immediate(|o| {
         let mut w = RespWriter::new(o, version);
         w.map_len(7);
@@ -206,7 +168,7 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
         w.bulk(b"proto");
         w.integer(if version == Version::Resp3 { 3 } else { 2 });
         w.bulk(b"id");
-        w.integer(1);
+        w.integer(id);
         w.bulk(b"mode");
         w.bulk(b"standalone");
         w.bulk(b"role");
@@ -217,134 +179,60 @@ fn hello(p: &mut Pending, s: &mut Session, a: &[&[u8]], requirepass: Option<&str
     Planned::Queued
 }
 
-fn command(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
-    let sub = a
-        .get(1)
-        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    match sub.as_deref() {
-        // Redis' arities of COMMAND COUNT and COMMAND HELP: no argument.
-        Some(name @ ("count" | "help")) if a.len() != 2 => {
-            return arity(p, v, format!("command|{name}").as_bytes());
-        }
-        None | Some("info") => p.immediate(|o| RespWriter::new(o, v).array_len(0)),
-        Some("list") => p.immediate(|o| {
-            let mut w = RespWriter::new(o, v);
-            w.array_len(super::COMMANDS.len());
-            for (name, _) in super::COMMANDS {
-                w.bulk(name.as_bytes());
-            }
-        }),
-        Some("docs") => p.immediate(|o| RespWriter::new(o, v).map_len(0)),
-        Some("count") => {
-            let n = super::COMMANDS.len() as i64;
-            p.immediate(|o| RespWriter::new(o, v).integer(n))
-        }
-        Some("help") => super::help_lines(p, v, COMMAND_HELP),
-        Some(_) => {
-            let msg = resp::err_unknown_subcommand("COMMAND", a[1]);
-            p.immediate(|o| RespWriter::new(o, v).error(&msg))
-        }
-    }
+/// TIME: seconds and microseconds since the Unix epoch, as two bulk strings.
+fn time(p: &mut Pending, v: Version) -> Planned {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let (secs, micros) = (now.as_secs().to_string(), now.subsec_micros().to_string());
+    p.immediate(|o| {
+        let mut w = RespWriter::new(o, v);
+        w.array_len(2);
+        w.bulk(secs.as_bytes());
+        w.bulk(micros.as_bytes());
+    });
     Planned::Queued
 }
 
-fn client(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
+/// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: stops the server (`live.rs` wakes
+/// `Server::run_until_signal`) and closes this connection without a reply, as Redis does.
+/// There is no persistence yet, so SAVE is refused (nothing would be saved) and NOSAVE, NOW
+/// and FORCE change nothing; ABORT has no shutdown in progress to abort. With `requirepass`
+/// an unauthenticated client gets NOAUTH before it reaches here (`cmd::plan`).
+fn shutdown(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
     let v = s.version;
-    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "setname" if a.len() == 3 => match set_name(s, a[2]) {
-            Ok(()) => ok_text(p, v, "OK"),
-            Err(e) => error(p, v, e),
-        },
-        "setinfo" if a.len() == 4 => ok_text(p, v, "OK"),
-        "getname" if a.len() == 2 => {
-            let name = s.name.clone();
-            p.immediate(|o| match &name {
-                Some(n) => RespWriter::new(o, v).bulk(n),
-                None => RespWriter::new(o, v).null(),
-            });
-            Planned::Queued
-        }
-        "id" if a.len() == 2 => {
-            p.immediate(|o| RespWriter::new(o, v).integer(1));
-            Planned::Queued
-        }
-        "help" if a.len() == 2 => {
-            super::help_lines(p, v, CLIENT_HELP);
-            Planned::Queued
-        }
-        "setname" | "setinfo" | "getname" | "id" | "help" => {
-            arity(p, v, format!("client|{sub}").as_bytes())
-        }
-        _ => {
-            let msg = resp::err_unknown_subcommand("CLIENT", a[1]);
-            error(p, v, &msg)
+    let (mut save, mut nosave, mut abort) = (false, false, false);
+    for opt in &a[1..] {
+        match String::from_utf8_lossy(opt).to_ascii_lowercase().as_str() {
+            "save" => save = true,
+            "nosave" => nosave = true,
+            "abort" => abort = true,
+            "now" | "force" => {}
+            _ => return error(p, v, resp::err_syntax()),
         }
     }
-}
-
-/// CONFIG GET with the settings clients probe for (redis-benchmark asks for `save` and
-/// `appendonly`); CONFIG SET is accepted for nothing.
-fn config(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
-    const KNOWN: [(&str, &str); 4] = [
-        ("save", ""),
-        ("appendonly", "no"),
-        ("databases", "1"),
-        ("maxmemory-policy", "noeviction"),
-    ];
-    match String::from_utf8_lossy(a[1]).to_ascii_lowercase().as_str() {
-        "get" if a.len() >= 3 => {
-            // An exact name is answered as it was asked (Redis 7 echoes its case), `*` with
-            // every name.
-            let mut hits: Vec<(&[u8], &str, &str)> = Vec::new();
-            for &pat in &a[2..] {
-                let lower = String::from_utf8_lossy(pat).to_ascii_lowercase();
-                for (k, val) in KNOWN {
-                    if (lower == "*" || lower == k) && !hits.iter().any(|h| h.1 == k) {
-                        let shown = if lower == "*" { k.as_bytes() } else { pat };
-                        hits.push((shown, k, val));
-                    }
-                }
-            }
-            p.immediate(|o| {
-                let mut w = RespWriter::new(o, v);
-                w.map_len(hits.len());
-                for (shown, _, val) in hits {
-                    w.bulk(shown);
-                    w.bulk(val.as_bytes());
-                }
-            });
-            Planned::Queued
-        }
-        // Redis' arities: CONFIG GET takes a pattern, RESETSTAT and HELP nothing.
-        "get" => arity(p, v, b"config|get"),
-        "resetstat" | "help" if a.len() != 2 => {
-            let name = format!(
-                "config|{}",
-                String::from_utf8_lossy(a[1]).to_ascii_lowercase()
-            );
-            arity(p, v, name.as_bytes())
-        }
-        "set" => error(
+    if (save && nosave) || (abort && a.len() > 2) {
+        return error(p, v, resp::err_syntax());
+    }
+    if abort {
+        return error(p, v, "ERR No shutdown in progress.");
+    }
+    if save {
+        return error(
             p,
             v,
-            "ERR CONFIG SET is not supported by directkv; use the configuration file",
-        ),
-        "resetstat" => ok_text(p, v, "OK"),
-        "help" => {
-            super::help_lines(p, v, CONFIG_HELP);
-            Planned::Queued
-        }
-        _ => {
-            let msg = resp::err_unknown_subcommand("CONFIG", a[1]);
-            error(p, v, &msg)
-        }
+            "ERR SHUTDOWN SAVE: directkv has no persistence yet, so nothing can be saved; SHUTDOWN NOSAVE stops the server",
+        );
     }
+    tracing::warn!(client = s.admin.me.id, peer = ?s.admin.me.peer, "SHUTDOWN asked by a client: stopping");
+    s.admin.stats.live.request_shutdown();
+    s.quit = true;
+    Planned::Queued
 }
 
 /// INFO's text as Redis 7 sends it: in RESP3 a verbatim string of format `txt`
 /// (`=len\r\ntxt:text\r\n`, found by the differential test), in RESP2 a bulk string.
-fn info_reply(out: &mut Vec<u8>, v: Version, text: &str) {
+pub(super) fn info_reply(out: &mut Vec<u8>, v: Version, text: &str) {
     if v == Version::Resp3 {
         out.extend_from_slice(format!("={}\r\ntxt:", text.len() + 4).as_bytes());
         out.extend_from_slice(text.as_bytes());

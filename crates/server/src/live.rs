@@ -1,0 +1,187 @@
+//! The settings that change while the server runs (CONFIG SET, issue 20 item 3), and the
+//! SHUTDOWN request. Everything else in `ServerConfig` is fixed at start: it sized memory,
+//! bound sockets or built the engines.
+//!
+//! ```text
+//!  Server::start ── set_from(cfg) ──> Live (in ServerStats, shared by every thread)
+//!  CONFIG SET ─────── store ────────>   timeout_secs, connections_max, maxmemory_clients,
+//!                                       reply_write_timeout_secs: relaxed atomics, read
+//!                                       where each is checked (accept.rs, clients.rs, conns)
+//!                                       requirepass: a mutex + a change counter; connections
+//!                                       load the counter once per read and copy the password
+//!                                       only when it moved
+//!  SHUTDOWN ───────── request ──────>   shutdown: Server::run_until_signal wakes and stops
+//! ```
+//!
+//! A changed password applies to new logins: a connection that was already allowed in (it
+//! logged in, or it opened while there was no password) stays in, as in Redis.
+//!
+//! Non-goals: settings the engines hold (`value_len_max`, `results_bytes_max`, memory): they
+//! would need every shard to rebuild its engine; listeners (`port`, `bind`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::config::ServerConfig;
+
+/// The settings CONFIG SET may change, and the shutdown request.
+#[derive(Debug)]
+pub(crate) struct Live {
+    timeout_secs: AtomicU64,
+    connections_max: AtomicUsize,
+    maxmemory_clients: AtomicUsize,
+    reply_write_timeout_secs: AtomicU64,
+    requirepass: Mutex<Option<Arc<str>>>,
+    /// Bumped on every change of `requirepass`.
+    password_changes: AtomicU64,
+    shutdown_requested: AtomicBool,
+    shutdown: Notify,
+    /// Seconds since the Unix epoch when the server started (LASTSAVE's answer while there is
+    /// no persistence, as Redis answers its start time before a first save).
+    started_unix_secs: AtomicU64,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        let live = Live {
+            timeout_secs: AtomicU64::new(0),
+            connections_max: AtomicUsize::new(0),
+            maxmemory_clients: AtomicUsize::new(0),
+            reply_write_timeout_secs: AtomicU64::new(0),
+            requirepass: Mutex::new(None),
+            password_changes: AtomicU64::new(0),
+            shutdown_requested: AtomicBool::new(false),
+            shutdown: Notify::new(),
+            started_unix_secs: AtomicU64::new(unix_secs()),
+        };
+        live.set_from(&ServerConfig::default());
+        live
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Live {
+    /// Takes the starting values from the configuration.
+    pub(crate) fn set_from(&self, cfg: &ServerConfig) {
+        self.set_timeout_secs(cfg.timeout);
+        self.set_connections_max(cfg.connections_max);
+        self.set_maxmemory_clients(cfg.maxmemory_clients);
+        self.set_reply_write_timeout_secs(cfg.reply_write_timeout_secs);
+        self.set_requirepass(cfg.requirepass.as_deref());
+    }
+
+    /// Redis's `timeout`: seconds a client may stay silent (0 = for ever).
+    pub(crate) fn timeout_secs(&self) -> u64 {
+        self.timeout_secs.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_timeout_secs(&self, secs: u64) {
+        self.timeout_secs.store(secs, Ordering::Relaxed);
+    }
+
+    /// `connections_max` (Redis's `maxclients`).
+    pub(crate) fn connections_max(&self) -> usize {
+        self.connections_max.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_connections_max(&self, n: usize) {
+        self.connections_max.store(n, Ordering::Relaxed);
+    }
+
+    /// `maxmemory_clients` (0 = no cap).
+    pub(crate) fn maxmemory_clients(&self) -> usize {
+        self.maxmemory_clients.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_maxmemory_clients(&self, bytes: usize) {
+        self.maxmemory_clients.store(bytes, Ordering::Relaxed);
+    }
+
+    /// `reply_write_timeout_secs`, for connections opened from now on.
+    pub(crate) fn reply_write_timeout_secs(&self) -> u64 {
+        self.reply_write_timeout_secs.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_reply_write_timeout_secs(&self, secs: u64) {
+        self.reply_write_timeout_secs.store(secs, Ordering::Relaxed);
+    }
+
+    /// The password now (None: none).
+    pub(crate) fn requirepass(&self) -> Option<Arc<str>> {
+        self.requirepass
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets the password (None or "" removes it).
+    pub(crate) fn set_requirepass(&self, pass: Option<&str>) {
+        let pass = pass.filter(|p| !p.is_empty()).map(Arc::from);
+        *self.requirepass.lock().unwrap_or_else(|e| e.into_inner()) = pass;
+        self.password_changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// The password, if it changed since `*seen` (a connection's last look), else None.
+    #[inline]
+    pub(crate) fn requirepass_if_changed(&self, seen: &mut u64) -> Option<Option<Arc<str>>> {
+        let now = self.password_changes.load(Ordering::Acquire);
+        if now == *seen {
+            return None;
+        }
+        *seen = now;
+        Some(self.requirepass())
+    }
+
+    /// Asks the server to stop (SHUTDOWN).
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown_requested.store(true, Ordering::Relaxed);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+    }
+
+    pub(crate) fn shutdown_requested(&self) -> bool {
+        self.shutdown_requested.load(Ordering::Relaxed)
+    }
+
+    /// Completes once SHUTDOWN was asked.
+    pub(crate) async fn shutdown(&self) {
+        while !self.shutdown_requested() {
+            self.shutdown.notified().await;
+        }
+    }
+
+    /// LASTSAVE: the start time (nothing is ever saved yet).
+    pub(crate) fn started_unix_secs(&self) -> u64 {
+        self.started_unix_secs.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_change_is_seen_once_per_change() {
+        let live = Live::default();
+        let mut seen = 0;
+        assert_eq!(live.requirepass_if_changed(&mut seen), Some(None));
+        assert_eq!(live.requirepass_if_changed(&mut seen), None);
+        live.set_requirepass(Some("pw"));
+        assert_eq!(
+            live.requirepass_if_changed(&mut seen).unwrap().as_deref(),
+            Some("pw")
+        );
+        assert_eq!(live.requirepass_if_changed(&mut seen), None);
+        live.set_requirepass(Some(""));
+        assert_eq!(live.requirepass_if_changed(&mut seen), Some(None));
+    }
+}
