@@ -61,8 +61,9 @@ pub struct ServeFlags {
     /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
     #[arg(long, value_parser = parse_ocsm_path)]
     ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
-    /// Microseconds a shard keeps polling its sockets without sleeping after a request
-    /// (0 = block in epoll at once; default 100).
+    /// Microseconds a shard keeps polling its sockets without sleeping after a request, at
+    /// most: it stops earlier while another thread wants its core (0 = block in epoll at once;
+    /// default 100).
     #[arg(long)]
     busy_poll_us: Option<u64>,
     /// Close a client that sends nothing for this many seconds (0 = never, the default).
@@ -83,6 +84,11 @@ pub struct ServeFlags {
     /// largest value); operations past it get an error and writes among them are not applied.
     #[arg(long, value_parser = parse_bytes)]
     results_bytes_max: Option<usize>,
+    /// Fault each shard's hash index in at start-up on a background thread: yes | no
+    /// (default yes). The first requests then skip first-touch page faults, and the index is
+    /// resident from the start.
+    #[arg(long, value_parser = parse_yes_no)]
+    prefault_index: Option<bool>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -180,6 +186,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(b) = f.results_bytes_max {
         cfg.results_bytes_max = b;
+    }
+    if let Some(p) = f.prefault_index {
+        cfg.prefault_index = p;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

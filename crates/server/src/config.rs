@@ -49,7 +49,8 @@ pub const OCSM_RECV_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Seconds a client may take to read its replies before it is disconnected.
 pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 /// Microseconds a shard keeps polling its sockets without blocking after the last request it
-/// read (see `ServerConfig::busy_poll_us`).
+/// read, at most: polling also stops while another thread wants the shard's core (adaptive,
+/// `shard/busy_poll.rs`; see `ServerConfig::busy_poll_us`).
 pub const BUSY_POLL_US_DEFAULT: u64 = 100;
 /// The longest busy-poll window accepted (one second).
 pub const BUSY_POLL_US_MAX: u64 = 1_000_000;
@@ -65,6 +66,9 @@ pub const MAXMEMORY_CLIENTS_DEFAULT: usize = 256 << 20;
 /// values of the default `value_len_max`); operations past it are refused with
 /// `ReplyTooLarge` (RESP: one `-ERR` for the command) and, if they are writes, not applied.
 pub const RESULTS_BYTES_MAX_DEFAULT: usize = directkv_engine::RESULTS_BYTES_MAX_DEFAULT;
+/// Whether shards pre-fault their hash index at start-up (issue 20 item 6: a fresh 1 GiB
+/// shard otherwise serves its first random inserts at a fraction of its rate).
+pub const PREFAULT_INDEX_DEFAULT: bool = true;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -106,6 +110,8 @@ pub struct ServerConfig {
     /// that the next request is picked up without a wake-up: on this kind of VM a sleeping
     /// thread costs tens of microseconds per round trip. 0 turns it off (block in epoll as
     /// soon as there is nothing to do). An idle shard sleeps once the window has passed.
+    /// Adaptive (issue 20): a shard also stops polling, and sleeps in epoll for a back-off,
+    /// as soon as another thread wants its core, so a co-located client keeps its CPU.
     pub busy_poll_us: u64,
     /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
     /// default 7071 also becomes 0, so servers started side by side never collide.
@@ -144,6 +150,10 @@ pub struct ServerConfig {
     /// 4 GiB - 1; raised to `value_len_max` if below it, so one value always fits.
     #[serde(deserialize_with = "size")]
     pub results_bytes_max: usize,
+    /// Fault each shard's hash index in at start-up on a low-priority background thread
+    /// (`shard/prefault.rs`), so the first requests do not pay for first-touch page faults;
+    /// the index is then resident from the start.
+    pub prefault_index: bool,
 }
 
 impl Default for ServerConfig {
@@ -179,6 +189,7 @@ impl Default for ServerConfig {
             metrics: true,
             maxmemory_clients: MAXMEMORY_CLIENTS_DEFAULT,
             results_bytes_max: RESULTS_BYTES_MAX_DEFAULT,
+            prefault_index: PREFAULT_INDEX_DEFAULT,
         }
     }
 }

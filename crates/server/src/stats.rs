@@ -68,6 +68,9 @@ pub(crate) struct ServerStats {
     pub(crate) atomic_read_retries: AtomicU64,
     /// Live client connections and the bytes their buffers hold (`clients.rs`, issue 19).
     pub(crate) clients: crate::clients::Clients,
+    /// Times a shard's poller stopped spinning because another thread wanted its core
+    /// (`shard/busy_poll.rs`, issue 20 item 6).
+    pub(crate) busy_poll_backoffs: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -439,6 +442,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Client connections closed because all clients' buffers passed maxmemory_clients (largest first).",
         |s| s.clients.evicted(),
+    ),
+    server(
+        "Busy polling",
+        "busy_poll_backoffs",
+        "directkv_busy_poll_backoffs_total",
+        Kind::Counter,
+        "Times a shard stopped busy polling because another thread wanted its core (it then sleeps in epoll for a back-off).",
+        |s| s.busy_poll_backoffs.load(Ordering::Relaxed),
     ),
 ];
 

@@ -22,6 +22,7 @@ pub(crate) mod batch;
 pub(crate) mod busy_poll;
 pub(crate) mod dispatch;
 pub(crate) mod panics;
+pub(crate) mod prefault;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -202,6 +203,9 @@ pub(crate) fn run(s: ShardSpawn) {
         mut stop,
         tasks,
     } = s;
+    if cfg.prefault_index {
+        prefault::spawn(id, &engine);
+    }
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
             id,
