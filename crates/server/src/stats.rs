@@ -44,7 +44,8 @@ pub(crate) struct ServerStats {
     pub(crate) forwarded_ops: AtomicU64,
     /// Zero-timeout polls of the shards' busy pollers (added when a poller parks).
     pub(crate) busy_polls: AtomicU64,
-    /// Times a shard's poller parked after `busy_poll_us` without a request.
+    /// Times a shard's poller parked until the next request: after `busy_poll_us` without
+    /// one, or after a back-off (its core was wanted) in which none came.
     pub(crate) busy_poll_sleeps: AtomicU64,
     /// Panics contained while serving a request (`shard/panics.rs`): each one a bug.
     pub(crate) panics: AtomicU64,
@@ -360,7 +361,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "busy_poll_sleeps",
         "directkv_busy_poll_sleeps_total",
         Kind::Counter,
-        "Times a shard stopped busy polling after busy_poll_us without a request.",
+        "Times a shard stopped busy polling until its next request (after busy_poll_us without one, or after a back-off).",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
     ),
     server(

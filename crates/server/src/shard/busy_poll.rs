@@ -113,8 +113,9 @@ fn next_backoff(end: SpinEnd, backoff: Duration) -> Duration {
 }
 
 /// Polls until `window` passes without a touch (then parks until the next touch) or the
-/// thread's core is wanted (then sleeps a back-off); and so on. Counts polls, parks and
-/// back-offs in `stats` (`busy_polls`, `busy_poll_sleeps`, `busy_poll_backoffs`).
+/// thread's core is wanted (then sleeps a back-off, and parks unless requests came meanwhile);
+/// and so on. Counts polls, parks and back-offs in `stats` (`busy_polls`, `busy_poll_sleeps`,
+/// `busy_poll_backoffs`).
 pub(crate) async fn run(activity: &Activity, window: Duration, stats: &ServerStats) {
     let mut switches = ThreadSwitches;
     let mut backoff = BACKOFF_MIN;
@@ -133,6 +134,7 @@ pub(crate) async fn run(activity: &Activity, window: Duration, stats: &ServerSta
                 // The shard sleeps in epoll (with this timer) and serves requests by wake-ups.
                 tokio::time::sleep(backoff).await;
                 if activity.touches.get() == seen_before {
+                    stats.busy_poll_sleeps.fetch_add(1, Ordering::Relaxed);
                     activity.parked.set(true);
                     activity.wake.notified().await;
                 }
