@@ -1,4 +1,5 @@
-//! The calling thread's CPU placement and priority, and the kernel's clock tick and page size.
+//! The calling thread's CPU placement, priority and involuntary context switches, and the
+//! kernel's clock tick and page size.
 //!
 //! Pinning is best effort everywhere: a refusal (a CPU outside the process's allowed set, a
 //! container without the capability) leaves the thread where the scheduler puts it, and the

@@ -1,5 +1,6 @@
 //! An anonymous private memory mapping, advised to use huge pages, unmapped on drop (the
-//! memory probe reads random lines of one to measure DRAM latency).
+//! memory probe reads random lines of one to measure DRAM latency); and `populate_write`,
+//! which faults a range of any mapping in without changing it (the server's index pre-fault).
 
 use std::io;
 
