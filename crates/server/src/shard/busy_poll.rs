@@ -158,7 +158,7 @@ async fn spin(
     let end = loop {
         tokio::task::yield_now().await;
         polls += 1;
-        if polls % CONTENTION_CHECK_POLLS == 0
+        if polls.is_multiple_of(CONTENTION_CHECK_POLLS)
             && switches.involuntary_switches() != switches_at_start
         {
             break SpinEnd::Wanted;
