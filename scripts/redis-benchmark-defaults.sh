@@ -3,6 +3,7 @@
 # started with its own defaults and nothing pinned, ROUNDS interleaved rounds (issue 20 item 6):
 # requests/s of SET and GET and the server's CPU ticks (1/100 s) for the 2 x N requests.
 #   scripts/redis-benchmark-defaults.sh BIN [BIN2 ...]
+# RB_FLAGS adds redis-benchmark flags (e.g. RB_FLAGS="--threads 4" for a multi-threaded client).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: redis-benchmark-defaults.sh BIN [BIN2 ...]" >&2; exit 2; }
 N=${N:-200000}
@@ -12,7 +13,8 @@ wait_ping() { for _ in $(seq 1 1000); do redis-cli -p "$1" ping >/dev/null 2>&1 
 bench() { # name pid port
   local c0 c1 out
   c0=$(cpu "$2")
-  out=$(redis-benchmark -p "$3" -c 50 -n "$N" -t set,get -q 2>/dev/null | tr '\r' '\n' \
+  # shellcheck disable=SC2086 # RB_FLAGS is a list of flags
+  out=$(redis-benchmark -p "$3" -c 50 -n "$N" -t set,get -q ${RB_FLAGS:-} 2>/dev/null | tr '\r' '\n' \
     | grep -a "requests per second" | awk '{printf "%s %s ", $1, $2}')
   c1=$(cpu "$2")
   echo "$1 $out server_cpu_ticks=$((c1 - c0))"
