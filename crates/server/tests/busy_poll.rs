@@ -22,6 +22,10 @@ fn server(busy_poll_us: u64) -> directkv_server::Server {
 /// The idle gap after each request, well past the 50 ms window even on a loaded machine.
 const IDLE: Duration = Duration::from_millis(400);
 
+/// Held by the tests that measure or load the shards' CPU: every server's shard 0 is named
+/// `shard-0` and pinned to the same CPU, so they must not run side by side.
+static CPU_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// CPU ticks (utime + stime, 1/100 s) of this process's threads named `shard-0`.
 fn shard_cpu_ticks() -> u64 {
     let mut ticks = 0;
@@ -41,6 +45,7 @@ fn shard_cpu_ticks() -> u64 {
 
 #[test]
 fn a_shard_polls_after_requests_and_parks_when_idle() {
+    let _serial = CPU_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let srv = server(50_000);
     let mut c = Client::connect(&srv);
     assert_eq!(info_field(&mut c, "busy_poll_us"), 50_000);
@@ -97,6 +102,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_shard_whose_core_is_wanted_stops_polling_and_still_serves() {
+    let _serial = CPU_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     // A one-second window: without the adaptive policy the shard would spin on without pause
     // while requests come every few milliseconds.
     let srv = server(1_000_000);
