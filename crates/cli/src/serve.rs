@@ -61,8 +61,9 @@ pub struct ServeFlags {
     /// their own thread) | batched-shard (the same bursts inside shard 0's thread).
     #[arg(long, value_parser = parse_ocsm_path)]
     ocsm_path: Option<directkv_server::ocsm::OcsmPath>,
-    /// Microseconds a shard keeps polling its sockets without sleeping after a request
-    /// (0 = block in epoll at once; default 100).
+    /// Microseconds a shard keeps polling its sockets without sleeping after a request, at
+    /// most: it stops earlier while another thread wants its core (0 = block in epoll at once;
+    /// default 100).
     #[arg(long)]
     busy_poll_us: Option<u64>,
     /// Close a client that sends nothing for this many seconds (0 = never, the default).
@@ -90,6 +91,11 @@ pub struct ServeFlags {
     /// Milliseconds between full passes of a shard's expiry sweep (default 100).
     #[arg(long)]
     expire_sweep_interval_ms: Option<u64>,
+    /// Fault each shard's hash index in at start-up on a background thread: yes | no
+    /// (default yes). The first requests then skip first-touch page faults, and the index is
+    /// resident from the start.
+    #[arg(long, value_parser = parse_yes_no)]
+    prefault_index: Option<bool>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -193,6 +199,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(ms) = f.expire_sweep_interval_ms {
         cfg.expire_sweep_interval_ms = ms;
+    }
+    if let Some(p) = f.prefault_index {
+        cfg.prefault_index = p;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

@@ -49,7 +49,8 @@ pub const OCSM_RECV_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Seconds a client may take to read its replies before it is disconnected.
 pub const REPLY_WRITE_TIMEOUT_SECS_DEFAULT: u64 = 30;
 /// Microseconds a shard keeps polling its sockets without blocking after the last request it
-/// read (see `ServerConfig::busy_poll_us`).
+/// read, at most: polling also stops while another thread wants the shard's core (adaptive,
+/// `shard/busy_poll.rs`; see `ServerConfig::busy_poll_us`).
 pub const BUSY_POLL_US_DEFAULT: u64 = 100;
 /// The longest busy-poll window accepted (one second).
 pub const BUSY_POLL_US_MAX: u64 = 1_000_000;
@@ -86,6 +87,9 @@ pub const MULTI_COMMANDS_MAX_DEFAULT: usize = 100_000;
 pub const MULTI_BYTES_MAX_DEFAULT: usize = 64 << 20;
 /// Keys one connection may WATCH at once.
 pub const WATCH_KEYS_MAX_DEFAULT: usize = 10_000;
+/// Whether shards pre-fault their hash index at start-up (issue 20 item 6: a fresh 1 GiB
+/// shard otherwise serves its first random inserts at a fraction of its rate).
+pub const PREFAULT_INDEX_DEFAULT: bool = true;
 
 /// `Serialize`: CONFIG GET shows every setting through it (`resp/cmd/config_cmd.rs`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -128,6 +132,8 @@ pub struct ServerConfig {
     /// that the next request is picked up without a wake-up: on this kind of VM a sleeping
     /// thread costs tens of microseconds per round trip. 0 turns it off (block in epoll as
     /// soon as there is nothing to do). An idle shard sleeps once the window has passed.
+    /// Adaptive (issue 20): a shard also stops polling, and sleeps in epoll for a back-off,
+    /// as soon as another thread wants its core, so a co-located client keeps its CPU.
     pub busy_poll_us: u64,
     /// OCSM UDP port (None turns OCSM off; 0 = any free port). While `port` is 0 (tests), the
     /// default 7071 also becomes 0, so servers started side by side never collide.
@@ -181,6 +187,10 @@ pub struct ServerConfig {
     pub multi_bytes_max: usize,
     /// Keys one connection may WATCH at once; past it WATCH answers an error.
     pub watch_keys_max: usize,
+    /// Fault each shard's hash index in at start-up on a low-priority background thread
+    /// (`shard/prefault.rs`), so the first requests do not pay for first-touch page faults;
+    /// the index is then resident from the start.
+    pub prefault_index: bool,
 }
 
 impl Default for ServerConfig {
@@ -221,6 +231,7 @@ impl Default for ServerConfig {
             multi_commands_max: MULTI_COMMANDS_MAX_DEFAULT,
             multi_bytes_max: MULTI_BYTES_MAX_DEFAULT,
             watch_keys_max: WATCH_KEYS_MAX_DEFAULT,
+            prefault_index: PREFAULT_INDEX_DEFAULT,
         }
     }
 }

@@ -21,7 +21,8 @@
 //!  accept.rs     acceptor thread; a connection's first read picks RESP or native
 //!  shard/        mod.rs: ShardCtx, whose execute() is the ONE call of Engine::execute; run();
 //!                Job; shard tasks. dispatch.rs: the protocol-neutral batch-by-shard core.
-//!                batch.rs: batches that own their bytes; busy_poll.rs
+//!                batch.rs: batches that own their bytes; busy_poll.rs (adaptive);
+//!                prefault.rs: the index faulted in at start-up
 //!  resp/         RESP connections, commands (cmd/), reply rendering, INFO
 //!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs;
 //!                like OCSM, off while a password is set unless acknowledged: config.rs)

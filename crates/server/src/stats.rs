@@ -44,7 +44,8 @@ pub(crate) struct ServerStats {
     pub(crate) forwarded_ops: AtomicU64,
     /// Zero-timeout polls of the shards' busy pollers (added when a poller parks).
     pub(crate) busy_polls: AtomicU64,
-    /// Times a shard's poller parked after `busy_poll_us` without a request.
+    /// Times a shard's poller parked until the next request: after `busy_poll_us` without
+    /// one, or after a back-off (its core was wanted) in which none came.
     pub(crate) busy_poll_sleeps: AtomicU64,
     /// Panics contained while serving a request (`shard/panics.rs`): each one a bug.
     pub(crate) panics: AtomicU64,
@@ -74,6 +75,9 @@ pub(crate) struct ServerStats {
     pub(crate) multi_watch_aborted: AtomicU64,
     /// The settings CONFIG SET changes, and the SHUTDOWN request (`live.rs`, issue 20).
     pub(crate) live: crate::live::Live,
+    /// Times a shard's poller stopped spinning because another thread wanted its core
+    /// (`shard/busy_poll.rs`, issue 20 item 6).
+    pub(crate) busy_poll_backoffs: AtomicU64,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -363,7 +367,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "busy_poll_sleeps",
         "directkv_busy_poll_sleeps_total",
         Kind::Counter,
-        "Times a shard stopped busy polling after busy_poll_us without a request.",
+        "Times a shard stopped busy polling until its next request (after busy_poll_us without one, or after a back-off).",
         |s| s.busy_poll_sleeps.load(Ordering::Relaxed),
     ),
     server(
@@ -502,6 +506,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Transactions EXEC did not run because a watched key changed (the null reply).",
         |s| s.multi_watch_aborted.load(Ordering::Relaxed),
+    ),
+    server(
+        "Busy polling",
+        "busy_poll_backoffs",
+        "directkv_busy_poll_backoffs_total",
+        Kind::Counter,
+        "Times a shard stopped busy polling because another thread wanted its core (it then sleeps in epoll for a back-off).",
+        |s| s.busy_poll_backoffs.load(Ordering::Relaxed),
     ),
 ];
 

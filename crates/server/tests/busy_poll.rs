@@ -1,5 +1,6 @@
 //! Busy polling (`busy_poll_us`): a shard polls its sockets for the window after each request
-//! and then parks, so an idle server sleeps; with 0 it never polls.
+//! and then parks, so an idle server sleeps; it stops polling while another thread wants its
+//! core (adaptive); with 0 it never polls.
 
 mod common;
 
@@ -21,6 +22,10 @@ fn server(busy_poll_us: u64) -> directkv_server::Server {
 /// The idle gap after each request, well past the 50 ms window even on a loaded machine.
 const IDLE: Duration = Duration::from_millis(400);
 
+/// Held by the tests that measure or load the shards' CPU: every server's shard 0 is named
+/// `shard-0` and pinned to the same CPU, so they must not run side by side.
+static CPU_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// CPU ticks (utime + stime, 1/100 s) of this process's threads named `shard-0`.
 fn shard_cpu_ticks() -> u64 {
     let mut ticks = 0;
@@ -40,6 +45,7 @@ fn shard_cpu_ticks() -> u64 {
 
 #[test]
 fn a_shard_polls_after_requests_and_parks_when_idle() {
+    let _serial = CPU_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let srv = server(50_000);
     let mut c = Client::connect(&srv);
     assert_eq!(info_field(&mut c, "busy_poll_us"), 50_000);
@@ -71,7 +77,10 @@ fn a_shard_polls_after_requests_and_parks_when_idle() {
         idle_ticks <= 5,
         "an idle shard used {idle_ticks} ticks in 0.4 s"
     );
-    // While requests keep coming (each GET restarts the window), it polls between them.
+    // While requests keep coming (each GET restarts the window), it polls between them, unless
+    // (adaptive polling) another thread wanted its core meanwhile: on a busy machine it then
+    // backs off, and the back-off counter says so.
+    let backoffs_0 = info_field(&mut c, "busy_poll_backoffs");
     let t0 = shard_cpu_ticks();
     let until = std::time::Instant::now() + IDLE;
     while std::time::Instant::now() < until {
@@ -79,10 +88,56 @@ fn a_shard_polls_after_requests_and_parks_when_idle() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let busy_ticks = shard_cpu_ticks() - t0;
+    let backed_off = info_field(&mut c, "busy_poll_backoffs") > backoffs_0;
     assert!(
-        busy_ticks >= 10,
-        "a shard polling between requests 5 ms apart used only {busy_ticks} ticks in 0.4 s"
+        busy_ticks >= 10 || backed_off,
+        "a shard polling between requests 5 ms apart used only {busy_ticks} ticks in 0.4 s, \
+         and never backed off"
     );
+    srv.stop();
+}
+
+/// How long the contention test may take to see a back-off on a machine loaded by others.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[test]
+fn a_shard_whose_core_is_wanted_stops_polling_and_still_serves() {
+    let _serial = CPU_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    // A one-second window: without the adaptive policy the shard would spin on without pause
+    // while requests come every few milliseconds.
+    let srv = server(1_000_000);
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    // Not necessarily 0: on a machine busy with other work the shard may have backed off.
+    let before = info_field(&mut c, "busy_poll_backoffs");
+    // A thread that never sleeps, on the CPU the shard pinned itself to (shard 0 takes the
+    // first CPU this process may run on): the scheduler must share that core between them.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hog = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            directkv_sys::cpu::pin_current_thread_to_nth_allowed(0);
+            let mut x = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        })
+    };
+    let until = std::time::Instant::now() + DEADLINE;
+    let mut backoffs = before;
+    while backoffs == before && std::time::Instant::now() < until {
+        // Every request is answered while the shard shares its core.
+        assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+        std::thread::sleep(Duration::from_millis(2));
+        backoffs = info_field(&mut c, "busy_poll_backoffs");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hog.join().unwrap();
+    assert!(
+        backoffs > before,
+        "the shard never stopped polling while another thread wanted its core"
+    );
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
     srv.stop();
 }
 

@@ -1,4 +1,5 @@
-//! The calling thread's CPU placement and priority, and the kernel's clock tick and page size.
+//! The calling thread's CPU placement, priority and involuntary context switches, and the
+//! kernel's clock tick and page size.
 //!
 //! Pinning is best effort everywhere: a refusal (a CPU outside the process's allowed set, a
 //! container without the capability) leaves the thread where the scheduler puts it, and the
@@ -41,6 +42,21 @@ pub fn pin_current_thread_to_nth_allowed(index: usize) -> bool {
         return false;
     }
     pin_current_thread(cpus[index % cpus.len()])
+}
+
+/// Times the calling thread lost its CPU while it could still run (`ru_nivcsw` of
+/// `getrusage(RUSAGE_THREAD)`): preempted by the scheduler, or switched out by a
+/// `sched_yield` that found another thread waiting for the core. A busy poller reads it to see
+/// that its core is wanted. 0 if the kernel does not say.
+pub fn thread_involuntary_switches() -> u64 {
+    // SAFETY: rusage is plain data for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, which lives across the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    if rc != 0 {
+        return 0;
+    }
+    usage.ru_nivcsw.max(0) as u64
 }
 
 /// Sets the calling thread's nice value; false if the kernel refused.

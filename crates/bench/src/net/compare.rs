@@ -29,6 +29,13 @@
 //! would show less than it uses. directkv's arena is sized so the data fills `utilization` of
 //! it, as the seeds measure. CPU is `utime + stime` (`/proc/PID/stat`) over the measured run.
 //!
+//! Co-located runs (`directkv bench compare --co-located`, issue 20 item 6) pin nothing and
+//! let the load generator sleep in epoll between replies: the servers and the generator share
+//! both cores as a server and its clients on one machine do, and a server that spins takes CPU
+//! the generator needs. With `--depth 1 --connections 50` it is the unpipelined profile that
+//! redis-benchmark's defaults (`-c 50 -P 1`) measure. CPU per operation is then the figure to
+//! compare, since no server is held to one core.
+//!
 //! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
 //! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
 //! and the other targets still run.

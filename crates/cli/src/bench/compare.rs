@@ -26,6 +26,12 @@ pub struct CompareFlags {
     /// Do not pin servers and the load generator to separate cores.
     #[arg(long)]
     no_pin: bool,
+    /// Run as a client on the same machine would (issue 20): nothing pinned (as --no-pin), and
+    /// the load generator sleeps in epoll between replies (as --no-busy-poll), like
+    /// redis-benchmark or a YCSB client; each server runs with its own defaults. With
+    /// `--depth 1 --connections 50` this is the unpipelined co-located profile of BENCHMARKS.
+    #[arg(long)]
+    co_located: bool,
     /// Skip the loopback echo reference (an echo pair with the same connections and native
     /// batch bytes, no work, run for --seconds after the targets; a reference, not a bound).
     #[arg(long)]
@@ -51,8 +57,8 @@ pub fn run(f: CompareFlags) -> Result<(), String> {
         seed: f.common.seed,
         utilization: f.utilization,
         load_depth: f.common.load_depth,
-        pin: !f.no_pin,
-        busy_poll: !f.common.no_busy_poll,
+        pin: !(f.no_pin || f.co_located),
+        busy_poll: !(f.common.no_busy_poll || f.co_located),
         echo_reference: !f.no_echo_reference,
     };
     let bars = progress::Bars::new(!f.common.json);

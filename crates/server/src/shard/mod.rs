@@ -24,6 +24,7 @@ pub(crate) mod dispatch;
 pub(crate) mod exclusive;
 pub(crate) mod expiry;
 pub(crate) mod panics;
+pub(crate) mod prefault;
 pub(crate) mod watches;
 
 use std::cell::RefCell;
@@ -239,6 +240,9 @@ pub(crate) fn run(s: ShardSpawn) {
         tasks,
         watches,
     } = s;
+    if cfg.prefault_index {
+        prefault::spawn(id, &engine);
+    }
     local.block_on(&rt, async move {
         let ctx = Rc::new(ShardCtx {
             id,
