@@ -213,7 +213,10 @@ fn assert_int_within(what: &str, text: &str, low: i64, high: i64) {
     let n: i64 = text
         .parse()
         .unwrap_or_else(|_| panic!("{what}: not an integer: {text:?}"));
-    assert!((low..=high).contains(&n), "{what}: {n} not in {low}..={high}");
+    assert!(
+        (low..=high).contains(&n),
+        "{what}: {n} not in {low}..={high}"
+    );
 }
 
 /// A redis-cli session with expiry: SET EX, TTL, PEXPIRE, PTTL, PERSIST, SETEX, GETEX, and
@@ -260,14 +263,25 @@ fn redis_cli_expiry_session_against_directkv() {
 /// SET of one key with EX 100 whose TTL redis-cli reads back. Every run must complete without
 /// an error (redis-benchmark stops with "Error from server" at the first error reply).
 fn redis_benchmark_with_expiry(port: u16) {
-    if tool("redis-benchmark", "redis-tools").is_none() || tool("timeout", "coreutils").is_none()
-    {
+    if tool("redis-benchmark", "redis-tools").is_none() || tool("timeout", "coreutils").is_none() {
         return;
     }
     let p = port.to_string();
     let runs: [&[&str]; 3] = [
         &["-t", "set,get", "-n", "5000", "-P", "16"],
-        &["-n", "5000", "-r", "1000", "-P", "16", "SET", "bench:ex:__rand_int__", "v", "EX", "100"],
+        &[
+            "-n",
+            "5000",
+            "-r",
+            "1000",
+            "-P",
+            "16",
+            "SET",
+            "bench:ex:__rand_int__",
+            "v",
+            "EX",
+            "100",
+        ],
         &["-n", "200", "SET", "bench:ex", "__rand_int__", "EX", "100"],
     ];
     for args in runs {
@@ -280,10 +294,18 @@ fn redis_benchmark_with_expiry(port: u16) {
             + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "redis-benchmark {args:?}: {text}");
         let lower = text.to_lowercase();
-        assert!(!lower.contains("error") && !lower.contains("warning"), "{text}");
+        assert!(
+            !lower.contains("error") && !lower.contains("warning"),
+            "{text}"
+        );
         assert!(text.contains("requests per second"), "{text}");
     }
-    assert_int_within("TTL of bench:ex", &redis_cli(port, &["TTL", "bench:ex"]), 1, 100);
+    assert_int_within(
+        "TTL of bench:ex",
+        &redis_cli(port, &["TTL", "bench:ex"]),
+        1,
+        100,
+    );
 }
 
 #[test]

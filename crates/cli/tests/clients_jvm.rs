@@ -54,6 +54,7 @@ fn text(out: &Output) -> String {
 /// are not required. Built once per test process; a failed build fails every caller.
 fn jedis_jar() -> Option<PathBuf> {
     require_program("java", "default-jdk-headless")?;
+    require_program("javac", "default-jdk-headless")?;
     require_program("mvn", "maven")?;
     require_program("timeout", "coreutils")?;
     static JAR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -68,7 +69,11 @@ fn jedis_jar() -> Option<PathBuf> {
             .output()
             .map_err(|e| format!("cannot run mvn: {e}"))?;
         if !out.status.success() {
-            return Err(format!("mvn package of {} failed: {}", pom.display(), text(&out)));
+            return Err(format!(
+                "mvn package of {} failed: {}",
+                pom.display(),
+                text(&out)
+            ));
         }
         Ok(out_dir.join("jedis-check.jar"))
     });
@@ -88,7 +93,10 @@ fn run_jedis(jar: &Path, port: u16, parts: &[&str]) {
         .output()
         .expect("java runs");
     let report = text(&out);
-    assert!(out.status.success(), "jedis {parts:?} on port {port}: {report}");
+    assert!(
+        out.status.success(),
+        "jedis {parts:?} on port {port}: {report}"
+    );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("jedis ok"),
         "{report}"
