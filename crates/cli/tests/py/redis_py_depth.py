@@ -8,7 +8,9 @@ against `directkv serve`. Each PART is a switch, so what a server cannot do yet 
           pipeline(transaction=False) of plain commands
   expiry  set(ex=/px=), ttl, pttl, expire, persist, getex, setex, pexpireat in the past, and
           pipeline(transaction=False) and asyncio with expiring keys, over RESP2 and RESP3
-  multi   pipeline() (transaction=True, MULTI/EXEC) with EX/PX keys, and DISCARD
+  multi   pipeline() (transaction=True, MULTI/EXEC) with EX/PX keys, EXECABORT after a
+          rejected command, transaction() with WATCH, and EXEC answering nil after another
+          client changed a watched key
 
 Keys are prefixed "pyd:"; the script does not flush the server. Expiry windows are wide (tens
 of seconds) so a slow machine cannot fail it. Any mismatch raises (exit status 1, traceback
@@ -205,6 +207,30 @@ def multi(port):
             if "EXECABORT" not in str(e) and "unknown command" not in str(e):
                 raise
         eq("counter after EXECABORT", b"5", r.get("pyd:tx:n"))
+
+        # transaction() with WATCH: the optimistic-locking loop redis-py users write.
+        def add_ten(pipe):
+            current = int(pipe.get("pyd:tx:n"))
+            pipe.multi()
+            pipe.set("pyd:tx:n", current + 10)
+
+        eq("transaction() with WATCH", [True], r.transaction(add_ten, "pyd:tx:n"))
+        eq("counter after transaction()", b"15", r.get("pyd:tx:n"))
+
+        # A watched key that another client changes makes EXEC answer nil (WatchError).
+        other = redis.Redis(host=HOST, port=port)
+        with r.pipeline() as pipe:
+            pipe.watch("pyd:tx:n")
+            other.set("pyd:tx:n", "changed")
+            pipe.multi()
+            pipe.set("pyd:tx:n", "lost")
+            try:
+                pipe.execute()
+                raise AssertionError("EXEC ran although a watched key changed")
+            except redis.WatchError:
+                pass
+        eq("watched key after the aborted EXEC", b"changed", r.get("pyd:tx:n"))
+        other.close()
         r.close()
 
 

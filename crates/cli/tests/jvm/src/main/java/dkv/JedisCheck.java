@@ -27,7 +27,8 @@ import redis.clients.jedis.params.SetParams;
  *       of 8 threads doing a mixed read/write workload with exact checks;
  *   <li>{@code expiry}: SET EX/PX, EXPIRE/TTL/PTTL/PERSIST, SETEX, GETEX, EXISTS after a
  *       PEXPIREAT in the past, and the pipeline and pool workloads with expiring keys;
- *   <li>{@code multi}: a MULTI/EXEC transaction through {@code jedis.multi()}.
+ *   <li>{@code multi}: MULTI/EXEC through {@code jedis.multi()}, DISCARD, a transaction that
+ *       sets an expiring key, and WATCH (EXEC answers nil after another client's write).
  * </ul>
  *
  * <p>Every mismatch ends the program with exit status 1 and a message naming what was expected
@@ -67,7 +68,7 @@ public final class JedisCheck {
                         pipeline(jedis, true);
                         pool(host, port, true);
                     }
-                    case "multi" -> multi(jedis);
+                    case "multi" -> multi(jedis, host, port);
                     default -> fail("unknown part " + args[i]);
                 }
                 System.out.println("jedis " + args[i] + " ok");
@@ -206,7 +207,7 @@ public final class JedisCheck {
         }
     }
 
-    private static void multi(Jedis j) {
+    private static void multi(Jedis j, String host, int port) {
         j.del("jvm:t:a", "jvm:t:n");
         Transaction t = j.multi();
         Response<String> set = t.set("jvm:t:a", "1");
@@ -233,6 +234,22 @@ public final class JedisCheck {
         Response<Long> ttl = e.ttl("jvm:t:e");
         e.exec();
         within("TTL in MULTI", 1, 100, ttl.get());
+
+        // WATCH: a watched key that another client changes makes EXEC answer nil.
+        try (Jedis other = new Jedis(host, port)) {
+            eq("WATCH", "OK", j.watch("jvm:t:a"));
+            eq("SET by another client", "OK", other.set("jvm:t:a", "changed"));
+            Transaction w = j.multi();
+            w.set("jvm:t:a", "lost");
+            eq("EXEC after a watched key changed", null, w.exec());
+            eq("watched key after the aborted EXEC", "changed", j.get("jvm:t:a"));
+        }
+        // WATCH of an untouched key lets EXEC run.
+        eq("WATCH", "OK", j.watch("jvm:t:a"));
+        Transaction ok = j.multi();
+        ok.set("jvm:t:a", "won");
+        eq("EXEC after an untouched WATCH", 1, ok.exec().size());
+        eq("key after EXEC", "won", j.get("jvm:t:a"));
     }
 
     /**
