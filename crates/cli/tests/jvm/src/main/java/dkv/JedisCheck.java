@@ -7,10 +7,13 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisPool;
 import redis.clients.jedis.JedisPoolConfig;
 import redis.clients.jedis.Pipeline;
+import redis.clients.jedis.RedisProtocol;
 import redis.clients.jedis.Response;
 import redis.clients.jedis.Transaction;
 import redis.clients.jedis.params.GetExParams;
@@ -23,8 +26,9 @@ import redis.clients.jedis.params.SetParams;
  * <p>Usage: {@code java -jar jedis-check.jar HOST PORT PART...} where each PART is one of
  *
  * <ul>
- *   <li>{@code plain}: SET/GET/DEL/INCR/MSET/MGET, a pipeline of 1000 commands, and a JedisPool
- *       of 8 threads doing a mixed read/write workload with exact checks;
+ *   <li>{@code plain}: SET/GET/DEL/INCR/MSET/MGET (over RESP2, and over RESP3 after HELLO 3), a
+ *       pipeline of 1000 commands, and a JedisPool of 8 threads doing a mixed read/write
+ *       workload with exact checks;
  *   <li>{@code expiry}: SET EX/PX, EXPIRE/TTL/PTTL/PERSIST, SETEX, GETEX, EXISTS after a
  *       PEXPIREAT in the past, and the pipeline and pool workloads with expiring keys;
  *   <li>{@code multi}: MULTI/EXEC through {@code jedis.multi()}, DISCARD, a transaction that
@@ -60,6 +64,7 @@ public final class JedisCheck {
                 switch (args[i]) {
                     case "plain" -> {
                         plain(jedis);
+                        resp3(host, port);
                         pipeline(jedis, false);
                         pool(host, port, false);
                     }
@@ -130,6 +135,23 @@ public final class JedisCheck {
         }
         // The connection is still usable after the error.
         eq("GET after an error", "hello!!", j.get("jvm:k"));
+    }
+
+    /** A RESP3 connection (Jedis sends HELLO 3 on connect): the same replies, as Java types. */
+    private static void resp3(String host, int port) {
+        DefaultJedisClientConfig config =
+                DefaultJedisClientConfig.builder().protocol(RedisProtocol.RESP3).build();
+        try (Jedis j = new Jedis(new HostAndPort(host, port), config)) {
+            j.del("jvm:r3:k", "jvm:r3:n");
+            eq("RESP3 SET", "OK", j.set("jvm:r3:k", "v3"));
+            eq("RESP3 GET", "v3", j.get("jvm:r3:k"));
+            eq("RESP3 GET missing", null, j.get("jvm:r3:missing"));
+            eq("RESP3 INCR", 1L, j.incr("jvm:r3:n"));
+            eq("RESP3 MGET", java.util.Arrays.asList("v3", null, "1"),
+                    j.mget("jvm:r3:k", "jvm:r3:missing", "jvm:r3:n"));
+            eq("RESP3 EXISTS", true, j.exists("jvm:r3:k"));
+            eq("RESP3 DEL", 2L, j.del("jvm:r3:k", "jvm:r3:n"));
+        }
     }
 
     private static void expiry(Jedis j) {
