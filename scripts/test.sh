@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: installs what it needs (the real Redis
-# tools and redis-py, which the client-compatibility tests drive; memcached and a font for the
-# benchmark's tests), then lint + tests. Idempotent: a second run installs nothing.
+# tools, redis-py and a JDK with Maven for Jedis, which the client-compatibility tests drive;
+# memcached and a font for the benchmark's tests), then lint + tests. Idempotent: a second
+# run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,13 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
+fi
+# A JDK and Maven for the Jedis client test (crates/cli/tests/clients_jvm.rs builds its Java
+# program with `mvn package`; Jedis comes from Maven Central into ~/.m2 on the first run).
+if ! command -v java >/dev/null || ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless maven >/dev/null
 fi
 # redis-py goes into a virtual environment of the repository (.venv/, git-ignored): Debian 12
 # and Ubuntu 24.04 refuse `pip install` into the system Python (PEP 668). The client tests run
