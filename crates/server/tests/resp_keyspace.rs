@@ -234,3 +234,27 @@ fn concurrent_msetnx_across_shards_sets_all_or_none() {
     }
     srv.stop();
 }
+
+#[test]
+fn rename_and_copy_keep_the_deadline_across_shards() {
+    // Redis's RENAME and COPY carry the source's TTL; a plain SET of the destination before
+    // does not leave its own deadline behind.
+    let srv = start(SHARDS);
+    let mut c = Client::connect(&srv);
+    let (a, b) = keys_on_two_shards("ttl-move");
+    let pxat = "4102444800123";
+    assert_eq!(c.cmd(&["SET", &a, "v", "PXAT", pxat]), ok());
+    assert_eq!(c.cmd(&["SET", &b, "old", "PXAT", "4102444999000"]), ok());
+    assert_eq!(c.cmd(&["RENAME", &a, &b]), ok());
+    assert_eq!(c.cmd(&["PEXPIRETIME", &b]), int(4102444800123));
+    assert_eq!(c.cmd(&["GET", &b]), bulk("v"));
+    assert_eq!(c.cmd(&["COPY", &b, &a]), int(1));
+    assert_eq!(c.cmd(&["PEXPIRETIME", &a]), int(4102444800123));
+    // A source without a deadline gives a destination without one.
+    assert_eq!(c.cmd(&["SET", &a, "plain"]), ok());
+    assert_eq!(c.cmd(&["COPY", &a, &b, "REPLACE"]), int(1));
+    assert_eq!(c.cmd(&["PEXPIRETIME", &b]), int(-1));
+    assert_eq!(c.cmd(&["RENAMENX", &b, "ttl-move:fresh"]), int(1));
+    assert_eq!(c.cmd(&["PEXPIRETIME", "ttl-move:fresh"]), int(-1));
+    srv.stop();
+}

@@ -11,7 +11,7 @@
 //! deadline to the destination. The value moves in one place, [`moved`]: when the engine keeps
 //! deadlines, its read returns the source's and its put sets it there.
 
-use directkv_engine::{Op, OpError, Status};
+use directkv_engine::{cond, expire_args, Op, OpError, Status, NO_DEADLINE};
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{arity, error, help_lines, op_error_text, parse_int, Planned};
@@ -262,21 +262,42 @@ fn read_keys(
         .collect()
 }
 
+/// The deadline of `key` (`NO_DEADLINE`: none, or no key), read inside the same hold as its
+/// value.
+fn deadline_of(h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8]) -> Result<u64, Answer> {
+    plan.clear();
+    plan.op(&Op::ttl(key));
+    h.run(plan).map_err(|e| Answer::Error(op_error_text(&e)))?;
+    Ok(match plan.result(0) {
+        (Status::Ok, d) if d.len() == 16 => {
+            u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
+        }
+        (Status::Error(e), _) => return Err(Answer::Error(op_error_text(&e))),
+        _ => NO_DEADLINE,
+    })
+}
+
 /// Stores `value` at `dst` (and deletes `src` when moving), all or nothing. The one place a
-/// value moves from key to key: a deadline, once the engine keeps them, is read with the
-/// value and set here with it.
+/// value moves from key to key: its deadline (`deadline_of` the source; Redis's RENAME and
+/// COPY keep the TTL) goes with it.
 fn moved(
     h: &mut exclusive::Held<'_>,
     plan: &mut Plan,
     src: Option<&[u8]>,
     dst: &[u8],
     value: &[u8],
+    deadline: u64,
 ) -> Result<(), OpError> {
     plan.clear();
     if let Some(src) = src {
         plan.op(&Op::delete(src));
     }
-    plan.op(&Op::put(dst, value));
+    let args = expire_args(deadline, cond::ANY);
+    plan.op(&if deadline == NO_DEADLINE {
+        Op::put(dst, value)
+    } else {
+        Op::put_expire(dst, value, &args)
+    });
     h.run_atomic(plan)
 }
 
@@ -293,7 +314,11 @@ async fn rename(ctx: &ShardCtx, src: &[u8], dst: &[u8], nx: bool) -> Answer {
         if src == dst || (nx && found[1].is_some()) {
             return if nx { Answer::Int(0) } else { Answer::Ok };
         }
-        match moved(h, plan, Some(src), dst, value) {
+        let deadline = match deadline_of(h, plan, src) {
+            Ok(d) => d,
+            Err(a) => return a,
+        };
+        match moved(h, plan, Some(src), dst, value, deadline) {
             Ok(()) if nx => Answer::Int(1),
             Ok(()) => Answer::Ok,
             Err(e) => Answer::Error(op_error_text(&e)),
@@ -342,7 +367,11 @@ async fn copy(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
         if found[1].is_some() && !replace {
             return Answer::Int(0);
         }
-        match moved(h, plan, None, dst, value) {
+        let deadline = match deadline_of(h, plan, src) {
+            Ok(d) => d,
+            Err(a) => return a,
+        };
+        match moved(h, plan, None, dst, value, deadline) {
             Ok(()) => Answer::Int(1),
             Err(e) => Answer::Error(op_error_text(&e)),
         }
