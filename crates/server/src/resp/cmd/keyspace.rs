@@ -269,9 +269,7 @@ fn deadline_of(h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8]) -> Resu
     plan.op(&Op::ttl(key));
     h.run(plan).map_err(|e| Answer::Error(op_error_text(&e)))?;
     Ok(match plan.result(0) {
-        (Status::Ok, d) if d.len() == 16 => {
-            u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
-        }
+        (Status::Ok, d) if d.len() == 16 => u64::from_le_bytes(d[..8].try_into().expect("8 bytes")),
         (Status::Error(e), _) => return Err(Answer::Error(op_error_text(&e))),
         _ => NO_DEADLINE,
     })
