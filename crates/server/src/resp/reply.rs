@@ -62,7 +62,9 @@ pub(crate) enum Recipe {
     Deadline { op: usize, absolute: bool, ms: bool },
     /// Null when the key is missing, else the immediate bytes `start..end` (GETEX with a bad
     /// time: Redis looks the key up before it checks the time).
-    NullOrImmediate { op: usize, start: usize, end: usize },
+    /// (`start`/`end` are u32 so that a recipe stays 24 bytes: an immediate buffer is far
+    /// below 4 GiB, bounded by the batch's replies.)
+    NullOrImmediate { op: usize, start: u32, end: u32 },
     /// A reply derived from the operation's result by `cmd::bits::render` (GETRANGE, SETBIT,
     /// BITCOUNT, ...), its arguments stashed at `at` (`Pending::stash`).
     Bits { op: usize, at: usize },
@@ -152,8 +154,8 @@ impl Pending {
         RespWriter::new(&mut self.immediate, v).error(text);
         self.recipes.push(Recipe::NullOrImmediate {
             op,
-            start,
-            end: self.immediate.len(),
+            start: start as u32,
+            end: self.immediate.len() as u32,
         });
     }
 
@@ -353,7 +355,7 @@ fn render_recipes(p: &Pending, v: Version, out: &mut Vec<u8>, lookups: &mut Look
                 let s = p.result(op).0;
                 lookups.add(s);
                 match s {
-                    Status::Ok => out.extend_from_slice(&p.immediate[start..end]),
+                    Status::Ok => out.extend_from_slice(&p.immediate[start as usize..end as usize]),
                     Status::Error(e) => w.error(&cmd::op_error_text(&e)),
                     _ => w.null(),
                 }
