@@ -54,13 +54,18 @@ impl<'a> RespWriter<'a> {
     /// `-text`. The text starts with the error code: `"ERR syntax error"`,
     /// `"WRONGTYPE Operation ..."`; the `err_*` functions give Redis' standard texts.
     pub fn error(&mut self, text: &str) {
-        self.line(b'-', text.as_bytes());
+        self.error_bytes(text.as_bytes());
     }
 
     /// `-text` from bytes that need not be UTF-8 (an error echoing a client's bytes raw, as
     /// Redis does).
     pub fn error_bytes(&mut self, text: &[u8]) {
-        self.line(b'-', text);
+        // As Redis's addReplyErrorFormat: line breaks at either end are trimmed, the ones
+        // inside become spaces (`line`).
+        let crlf = |b: &u8| *b == b'\r' || *b == b'\n';
+        let start = text.iter().position(|b| !crlf(b)).unwrap_or(text.len());
+        let end = text.iter().rposition(|b| !crlf(b)).map_or(start, |i| i + 1);
+        self.line(b'-', &text[start..end]);
     }
 
     /// `:value`.
@@ -213,6 +218,10 @@ mod tests {
     fn lines_cannot_break_framing() {
         let out = written(Version::Resp2, |w| w.error("ERR a\r\nb\nc"));
         assert_eq!(out, b"-ERR a  b c\r\n");
+        let out = written(Version::Resp2, |w| {
+            w.error_bytes(b"ERR Unsupported option \r\n")
+        });
+        assert_eq!(out, b"-ERR Unsupported option \r\n");
         let out = written(Version::Resp3, |w| w.simple("\n"));
         assert_eq!(out, b"+ \r\n");
     }

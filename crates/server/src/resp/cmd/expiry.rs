@@ -75,12 +75,10 @@ fn expire(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Planned {
             b"gt" => cond::GT,
             b"lt" => cond::LT,
             _ => {
-                // The option's own bytes, as Redis quotes them (line breaks as spaces).
+                // The option's own bytes, as Redis quotes them (`error_bytes` trims line
+                // breaks at the end and turns the others into spaces, as Redis does).
                 let mut text = b"ERR Unsupported option ".to_vec();
-                text.extend(
-                    opt.iter()
-                        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-                );
+                text.extend_from_slice(opt);
                 p.immediate(|o| directkv_proto::resp::RespWriter::new(o, v).error_bytes(&text));
                 return Planned::Queued;
             }
