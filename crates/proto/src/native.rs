@@ -309,10 +309,7 @@ pub fn encode_response_iter<'a>(
     limits: &NativeLimits,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    or_restore(out, |out| {
-        let mut enc = ResponseEncoder::begin(out, request_id, limits);
-        ops.into_iter().try_for_each(|op| enc.push(op))
-    })
+    encode_response_steps(request_id, ops, false, limits, out)
 }
 
 /// [`encode_response_iter`] for a response that continues: its last frame is flagged MORE too,
@@ -324,10 +321,23 @@ pub fn encode_response_part_iter<'a>(
     limits: &NativeLimits,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
+    encode_response_steps(request_id, ops, true, limits, out)
+}
+
+/// Appends the RESPONSE frame(s) holding `ops`, the last flagged MORE if `more`.
+fn encode_response_steps<'a>(
+    request_id: u32,
+    ops: impl IntoIterator<Item = ResponseOp<'a>>,
+    more: bool,
+    limits: &NativeLimits,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     or_restore(out, |out| {
         let mut enc = ResponseEncoder::begin(out, request_id, limits);
         ops.into_iter().try_for_each(|op| enc.push(op))?;
-        enc.finish_more();
+        if more {
+            enc.finish_more();
+        }
         Ok(())
     })
 }
