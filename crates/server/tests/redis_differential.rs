@@ -6,7 +6,7 @@
 //! Commands: the ones both implement — GET SET [NX|XX|GET] GETSET GETDEL DEL UNLINK EXISTS MGET
 //! MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN APPEND PING ECHO DBSIZE FLUSHALL FLUSHDB
 //! SELECT AUTH HELLO CLIENT GETNAME|SETNAME CONFIG GET, COMMAND COUNT, GETRANGE SUBSTR SETRANGE
-//! GETBIT SETBIT BITCOUNT BITPOS TYPE TOUCH RENAME RENAMENX COPY MSETNX — and commands and
+//! GETBIT SETBIT BITCOUNT BITPOS TYPE TOUCH RENAME RENAMENX COPY SETNX MSETNX — and commands and
 //! subcommands neither has, over 1000 keys of which a few are hot so that commands collide,
 //! with values at the parsers' edges ("", the i64 limits and one past them, floats, text,
 //! binary bytes, long values up to 165 kB), wrong arities and bad options. Commands go in
@@ -489,7 +489,7 @@ fn expiry_command(rng: &mut Rng, key: Vec<u8>) -> (&'static str, Vec<Vec<u8>>) {
 const BITS_AND_KEYSPACE_PERCENT: usize = 15;
 
 /// A bit, range or keyspace command: GETRANGE SUBSTR SETRANGE GETBIT SETBIT BITCOUNT BITPOS TYPE
-/// TOUCH RENAME RENAMENX COPY MSETNX, with indexes at the edges, a wrong arity now and then.
+/// TOUCH RENAME RENAMENX COPY SETNX MSETNX, with indexes at the edges, a wrong arity now and then.
 /// Not OBJECT ENCODING: Redis's answer depends on how a value was made (APPEND makes "raw").
 fn bits_and_keyspace(rng: &mut Rng, key: &dyn Fn(&mut Rng) -> Vec<u8>) -> Vec<Vec<u8>> {
     let index = |rng: &mut Rng| -> Vec<u8> {
@@ -575,6 +575,7 @@ fn bits_and_keyspace(rng: &mut Rng, key: &dyn Fn(&mut Rng) -> Vec<u8>) -> Vec<Ve
             }
             ("COPY", a)
         }
+        14 => ("SETNX", vec![key(rng), value(rng)]),
         _ => {
             let n = 1 + rng.below(3);
             (

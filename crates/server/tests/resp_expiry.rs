@@ -109,6 +109,35 @@ fn set_options_and_the_ttl_family() {
 }
 
 #[test]
+fn setnx_stores_only_a_missing_or_expired_key() {
+    let srv = start(2);
+    let mut c = Client::connect(&srv);
+    assert_eq!(int(&mut c, &["SETNX", "n", "1"]), 1);
+    assert_eq!(int(&mut c, &["SETNX", "n", "2"]), 0);
+    assert_eq!(c.cmd(&["GET", "n"]), bulk("1"));
+    // A refused SETNX leaves the deadline alone; a passed deadline makes the key absent.
+    let soon = (now_ms() + 100_000).to_string();
+    assert_eq!(c.cmd(&["SET", "t", "a", "PXAT", &soon]), ok());
+    assert_eq!(int(&mut c, &["SETNX", "t", "b"]), 0);
+    assert!(int(&mut c, &["PTTL", "t"]) > 90_000);
+    let gone = (now_ms() + 30).to_string();
+    assert_eq!(c.cmd(&["SET", "e", "old", "PXAT", &gone]), ok());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while int(&mut c, &["PTTL", "e"]) != -2 {
+        assert!(Instant::now() < deadline, "the key never expired");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(int(&mut c, &["SETNX", "e", "new"]), 1);
+    assert_eq!(c.cmd(&["GET", "e"]), bulk("new"));
+    assert_eq!(int(&mut c, &["TTL", "e"]), -1);
+    assert_eq!(
+        c.cmd(&["SETNX", "e"]),
+        err("ERR wrong number of arguments for 'setnx' command")
+    );
+    srv.stop();
+}
+
+#[test]
 fn setex_getex_expire_persist() {
     let srv = start(2);
     let mut c = Client::connect(&srv);

@@ -107,6 +107,7 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("time", 1),
     ("lastsave", 1),
     ("shutdown", -1),
+    ("setnx", 3),
 ];
 
 /// What a command needs beyond the plan.

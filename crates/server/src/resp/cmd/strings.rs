@@ -30,6 +30,12 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::Bulk { op });
             Planned::Queued
         }
+        b"setnx" if n == 3 => {
+            // SET key value NX with Redis's older reply: :1 stored, :0 the key exists.
+            let op = p.op(&Op::put_nx(a[1], a[2]));
+            p.recipes.push(Recipe::Flag { op });
+            Planned::Queued
+        }
         b"getdel" if n == 2 => {
             let op = p.op(&Op::get(a[1]));
             p.op(&Op::delete(a[1]));
@@ -93,9 +99,9 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
             p.recipes.push(Recipe::U64 { op });
             Planned::Queued
         }
-        b"get" | b"set" | b"getset" | b"getdel" | b"del" | b"unlink" | b"exists" | b"mget"
-        | b"mset" | b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"strlen"
-        | b"append" => arity(p, v, name),
+        b"get" | b"set" | b"setnx" | b"getset" | b"getdel" | b"del" | b"unlink" | b"exists"
+        | b"mget" | b"mset" | b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat"
+        | b"strlen" | b"append" => arity(p, v, name),
         _ => return None,
     })
 }
