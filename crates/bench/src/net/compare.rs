@@ -34,7 +34,8 @@
 //! both cores as a server and its clients on one machine do, and a server that spins takes CPU
 //! the generator needs. With `--depth 1 --connections 50` it is the unpipelined profile that
 //! redis-benchmark's defaults (`-c 50 -P 1`) measure. CPU per operation is then the figure to
-//! compare, since no server is held to one core.
+//! compare, since no server is held to one core. directkv then runs with its own defaults too
+//! (one shard per core, the default arena), as redis-server and memcached run with theirs.
 //!
 //! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
 //! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
@@ -140,6 +141,10 @@ pub struct CompareArgs {
     /// Also measure the loopback echo reference (`loopback::echo`) with the same connections
     /// and directkv-native's batch sizes, for `measure`, after the targets.
     pub echo_reference: bool,
+    /// Start directkv with its own defaults (one shard per core, the default arena, no tuning
+    /// flags), as a user runs it: the co-located profile. Otherwise one shard on one core with
+    /// an arena sized for the data.
+    pub server_defaults: bool,
 }
 
 pub fn compare(
@@ -339,6 +344,9 @@ fn start(
 ) -> Result<ServerProcess, String> {
     let data = args.keys * (args.shape.key_size + args.shape.value_size) as u64;
     match kind {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp if args.server_defaults => {
+            ServerProcess::directkv_serve(&args.directkv_exe, &[], cpu)
+        }
         TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
             let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
             let kv = args.shape.key_size + args.shape.value_size;

@@ -28,7 +28,8 @@ pub struct CompareFlags {
     no_pin: bool,
     /// Run as a client on the same machine would (issue 20): nothing pinned (as --no-pin), and
     /// the load generator sleeps in epoll between replies (as --no-busy-poll), like
-    /// redis-benchmark or a YCSB client; each server runs with its own defaults. With
+    /// redis-benchmark or a YCSB client; each server runs with its own defaults (directkv: one
+    /// shard per core and the default arena, not the one-shard sizing of pinned runs). With
     /// `--depth 1 --connections 50` this is the unpipelined co-located profile of BENCHMARKS.
     #[arg(long)]
     co_located: bool,
@@ -60,6 +61,7 @@ pub fn run(f: CompareFlags) -> Result<(), String> {
         pin: !(f.no_pin || f.co_located),
         busy_poll: !(f.common.no_busy_poll || f.co_located),
         echo_reference: !f.no_echo_reference,
+        server_defaults: f.co_located,
     };
     let bars = progress::Bars::new(!f.common.json);
     let r = compare::compare(&args, &bars)?;
