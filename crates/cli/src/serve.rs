@@ -21,7 +21,7 @@ pub struct ServeFlags {
     /// Port of the Prometheus metrics endpoint (0 = any free port).
     #[arg(long)]
     metrics_port: Option<u16>,
-    /// Shard threads (default: one per core).
+    /// Shard threads (default: one per core but one, at least one).
     #[arg(long)]
     shards: Option<usize>,
     /// Total arena memory, split over the shards, e.g. 1G.

@@ -389,11 +389,25 @@ impl ServerConfig {
         if self.shards > 0 {
             self.shards
         } else {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            default_shards(
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
+            )
         }
     }
+}
+
+/// Shards when none are asked for: one per core but one, which is left to the clients and the
+/// kernel's network work (at least one shard). An unpipelined request costs the kernel more
+/// than the engine (about 5 of 6.5 us of server CPU on the 2-core development machine), and a
+/// RESP connection sends its keys of other shards over a cross-thread hop that costs two
+/// wake-ups. Measured co-located (issue 20 item 6, `bench compare --depth 1 --connections 50
+/// --co-located`, three rounds, BENCHMARKS.md "Default shard count"): with two shards on two
+/// cores directkv answered 0.68x redis-server's requests at 14.3 us of CPU per request, with one
+/// 1.10x at 6.6 us.
+pub fn default_shards(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
 }
 
 /// Keys of older configuration files, still accepted, and the key each now is.
@@ -538,6 +552,11 @@ mod tests {
 
     #[test]
     fn toml_overrides_defaults_and_rejects_unknown_keys() {
+        assert_eq!(
+            [1, 2, 3, 16].map(default_shards),
+            [1, 1, 2, 15],
+            "one shard per core but one, at least one"
+        );
         let c = ServerConfig::from_toml("port = 9000\nshards = 3\nrequirepass = \"pw\"\n").unwrap();
         assert_eq!(
             (c.port, c.shards, c.requirepass.as_deref()),
