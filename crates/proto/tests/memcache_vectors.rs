@@ -163,6 +163,8 @@ fn storage_commands() {
     refused(b"set k 0 0\r\n", UnknownCommand, false);
     refused(b"set k 0 0 1 2 3\r\n", UnknownCommand, false);
     refused(b"cas k 0 0 1\r\n", UnknownCommand, false);
+    refused(b"cas k noreply\r\n", UnknownCommand, false);
+    refused(b"set k 0 0 1 2 noreply\r\n", UnknownCommand, false);
     refused(b"set k 0 0 -1\r\n", BadCommandLine, false);
     refused(b"set k 0 0 x\r\n", BadCommandLine, false);
     refused(b"set k x 0 1\r\n", BadCommandLine, false);
@@ -422,6 +424,7 @@ fn meta_refusals() {
     refused(b"ms mk x\r\n", BadCommandLine, false);
     refused(b"ms mk -1\r\n", BadCommandLine, false);
     refused(b"me\r\n", BadCommandLine, false);
+    refused(b"me !! b\r\n", BadCommandLine, false);
     refused(b"mg mk v Z\r\n", MetaInvalidFlag, false);
     refused(b"mg mk k k\r\n", MetaDuplicateFlag, false);
     refused(b"mg mk Tx\r\n", MetaBadToken, false);

@@ -140,9 +140,11 @@ pub(crate) fn parse_flags<'a>(
         }
         _ => {}
     }
-    if flags
-        .opaque
-        .is_some_and(|opaque| opaque.len() + 1 > META_OPAQUE_BYTES_MAX)
+    // memcached checks the opaque's length in mg, ms and md, not in ma.
+    if kind != MetaKind::Arithmetic
+        && flags
+            .opaque
+            .is_some_and(|opaque| opaque.len() + 1 > META_OPAQUE_BYTES_MAX)
     {
         return Err(MemcacheError::MetaOpaqueTooLong);
     }

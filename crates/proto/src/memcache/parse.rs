@@ -203,7 +203,13 @@ fn store<'a>(
         })
     };
     if line.count != words_needed && line.count != words_needed + 1 {
-        return refuse(MemcacheError::UnknownCommand, 0);
+        // The wrong number of words is ERROR before noreply is looked at.
+        return Parse::Refused(Refusal {
+            error: MemcacheError::UnknownCommand,
+            consumed,
+            swallow: 0,
+            quiet: false,
+        });
     }
     let word = |index| line.word(index).unwrap_or_default();
     let key = word(1);
@@ -371,8 +377,10 @@ fn meta_debug<'a>(line: &Line<'a>) -> Parsed<'a> {
     let base64 = line.word(2) == Some(b"b");
     if base64 {
         let mut buf = [0u8; KEY_BYTES_MAX];
+        // me says "bad command line format" where the other meta commands say "error
+        // decoding key".
         if super::base64::decode(key, &mut buf).is_none() {
-            return Err((MemcacheError::MetaKeyDecoding, false));
+            return Err((MemcacheError::BadCommandLine, false));
         }
     }
     Ok(Request::MetaDebug {
