@@ -119,6 +119,14 @@ impl<'a> Keys<'a> {
         Self { raw, count }
     }
 
+    /// The keys of `raw`, space separated, for a client building a `get` to encode.
+    pub fn from_words(raw: &'a [u8]) -> Self {
+        Self {
+            raw,
+            count: words(raw).count(),
+        }
+    }
+
     /// Number of keys (repeats counted).
     pub fn len(&self) -> usize {
         self.count
