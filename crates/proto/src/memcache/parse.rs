@@ -264,7 +264,7 @@ fn store<'a>(
 
 /// A data length as memcached accepts it: not negative, and room for its `\r\n` in an int.
 fn data_len(len: i32) -> Option<usize> {
-    if len < 0 || len > i32::MAX - 2 {
+    if !(0..=i32::MAX - 2).contains(&len) {
         return None;
     }
     usize::try_from(len).ok()
