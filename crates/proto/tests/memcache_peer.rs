@@ -532,3 +532,152 @@ fn stored_flags_are_read_as_memcached_reads_them() {
         assert_eq!(String::from_utf8_lossy(&reply), expected, "flags {flags:?}");
     }
 }
+
+/// One connection to memcached, asked one request at a time.
+struct Session {
+    conn: TcpStream,
+}
+
+impl Session {
+    fn new(addr: SocketAddr) -> Self {
+        let conn = TcpStream::connect(addr).expect("connect to memcached");
+        conn.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        Self { conn }
+    }
+
+    /// Sends `request` and returns memcached's reply, which must be exactly as long as
+    /// `expected_len` bytes (the length of what the writers produced).
+    fn ask(&mut self, request: &[u8], expected_len: usize) -> Vec<u8> {
+        self.conn.write_all(request).unwrap();
+        let deadline = Instant::now() + REPLY_DEADLINE;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 4096];
+        while reply.len() < expected_len || !reply.ends_with(b"\r\n") {
+            assert!(
+                Instant::now() < deadline,
+                "no whole reply to {:?}: {:?}",
+                String::from_utf8_lossy(request),
+                String::from_utf8_lossy(&reply)
+            );
+            match self.conn.read(&mut buf) {
+                Ok(0) => panic!("memcached closed on {:?}", String::from_utf8_lossy(request)),
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("reading from memcached: {e}"),
+            }
+        }
+        reply
+    }
+
+    /// Asks `request` and checks memcached's reply is byte for byte what `write` writes.
+    fn expect(&mut self, request: &str, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut expected = Vec::new();
+        write(&mut expected);
+        let reply = self.ask(request.as_bytes(), expected.len());
+        assert_eq!(
+            String::from_utf8_lossy(&reply),
+            String::from_utf8_lossy(&expected),
+            "reply to {request:?}"
+        );
+    }
+
+    /// The CAS unique of `key`, read with `gets`.
+    fn cas_of(&mut self, key: &str) -> u64 {
+        self.conn
+            .write_all(format!("mg {key} c\r\n").as_bytes())
+            .unwrap();
+        let reply = self.ask(b"", 4);
+        let text = String::from_utf8(reply).unwrap();
+        text.trim_end()
+            .strip_prefix("HD c")
+            .and_then(|cas| cas.parse().ok())
+            .unwrap_or_else(|| panic!("no CAS in {text:?}"))
+    }
+}
+
+/// The writers produce memcached's own reply bytes for every kind of reply.
+#[test]
+fn replies_are_written_as_memcached_writes_them() {
+    use directkv_proto::memcache::{
+        write_client_error, write_meta_end, write_meta_flag, write_meta_flag_number,
+        write_meta_status, write_meta_value_header, write_number, write_status, write_value,
+        write_version, MetaStatus, Status,
+    };
+    let Some(memcached) = start_memcached() else {
+        return;
+    };
+    let mut s = Session::new(memcached.addr);
+    s.expect("flush_all\r\n", |o| write_status(o, Status::Ok));
+    s.expect("version\r\n", |o| write_version(o, "1.6.18"));
+    s.expect("set a 7 0 2\r\nhi\r\n", |o| write_status(o, Status::Stored));
+    s.expect("add a 0 0 1\r\nx\r\n", |o| {
+        write_status(o, Status::NotStored)
+    });
+    s.expect("get a nokey\r\n", |o| {
+        write_value(o, b"a", 7, b"hi", None);
+        write_status(o, Status::End);
+    });
+    let cas = s.cas_of("a");
+    s.expect("gets a\r\n", |o| {
+        write_value(o, b"a", 7, b"hi", Some(cas));
+        write_status(o, Status::End);
+    });
+    s.expect(&format!("cas a 0 0 1 {}\r\nx\r\n", cas + 1000), |o| {
+        write_status(o, Status::Exists)
+    });
+    s.expect("cas nokey 0 0 1 1\r\nx\r\n", |o| {
+        write_status(o, Status::NotFound)
+    });
+    s.expect("touch a 100\r\n", |o| write_status(o, Status::Touched));
+    s.expect("delete a\r\n", |o| write_status(o, Status::Deleted));
+    s.expect("delete a\r\n", |o| write_status(o, Status::NotFound));
+    s.expect("set n 0 0 20\r\n18446744073709551615\r\n", |o| {
+        write_status(o, Status::Stored)
+    });
+    s.expect("incr n 2\r\n", |o| write_number(o, 1));
+    s.expect("decr n 5\r\n", |o| write_number(o, 0));
+    s.expect("set t 0 0 1\r\nx\r\n", |o| write_status(o, Status::Stored));
+    s.expect("incr t 1\r\n", |o| {
+        write_client_error(o, "cannot increment or decrement non-numeric value")
+    });
+    s.expect("mn\r\n", |o| {
+        write_meta_status(o, MetaStatus::Noop);
+        write_meta_end(o, None);
+    });
+    s.expect("ms m 2 F5 T0\r\nhi\r\n", |o| {
+        write_meta_status(o, MetaStatus::Header);
+        write_meta_end(o, None);
+    });
+    s.expect("mg m v f t s k O77\r\n", |o| {
+        write_meta_value_header(o, 2);
+        write_meta_flag_number(o, b'f', 5);
+        write_meta_flag_number(o, b't', -1);
+        write_meta_flag_number(o, b's', 2);
+        write_meta_flag(o, b'k', b"m");
+        write_meta_flag(o, b'O', b"77");
+        write_meta_end(o, Some(b"hi"));
+    });
+    s.expect("mg nokey v\r\n", |o| {
+        write_meta_status(o, MetaStatus::Miss);
+        write_meta_end(o, None);
+    });
+    s.expect("md nokey\r\n", |o| {
+        write_meta_status(o, MetaStatus::NotFound);
+        write_meta_end(o, None);
+    });
+    s.expect("ms m 1 C1\r\nx\r\n", |o| {
+        write_meta_status(o, MetaStatus::Exists);
+        write_meta_end(o, None);
+    });
+    s.expect("ms nokey 1 MR\r\nx\r\n", |o| {
+        write_meta_status(o, MetaStatus::NotStored);
+        write_meta_end(o, None);
+    });
+    s.expect("mg newkey N30 s\r\n", |o| {
+        write_meta_status(o, MetaStatus::Header);
+        write_meta_flag_number(o, b's', 0);
+        write_meta_flag(o, b'W', b"");
+        write_meta_end(o, None);
+    });
+}
