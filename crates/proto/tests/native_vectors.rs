@@ -15,7 +15,10 @@ use directkv_proto::native::{
 
 use directkv_testkit::vectors::{hex, records, unhex};
 
-const VECTORS: &str = include_str!("vectors/native.txt");
+const VECTORS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/vectors/native.txt"
+));
 
 /// One record of the vector file.
 #[derive(Default, Debug)]

@@ -12,7 +12,10 @@ use directkv_proto::ocsm::{
 
 use directkv_testkit::vectors::{records, unhex};
 
-const VECTORS: &str = include_str!("vectors/ocsm.txt");
+const VECTORS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/vectors/ocsm.txt"
+));
 
 struct Vector {
     name: String,

@@ -16,7 +16,10 @@ use directkv_server::{Server, ServerConfig};
 
 use directkv_testkit::vectors::{records, unhex};
 
-const VECTORS: &str = include_str!("../../proto/tests/vectors/ocsm.txt");
+const VECTORS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../proto/tests/vectors/ocsm.txt"
+));
 const PATHS: [OcsmPath; 3] = [OcsmPath::Plain, OcsmPath::Batched, OcsmPath::BatchedShard];
 
 fn start(path: OcsmPath, shards: usize) -> Server {
