@@ -7,11 +7,8 @@
 use directkv_bench::net::driver::{BatchOutcome, BenchOp, BenchOpKind, DataShape, Driver, Target};
 use directkv_bench::net::workload::{OpStream, ValueFormat, WorkloadKind, WorkloadSpec};
 use directkv_sys::process::ServerProcess;
-use directkv_testkit::alloc::{Counting, CountingAllocator};
+use directkv_testkit::alloc::Counting;
 use directkv_testkit::peer::require_program;
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[test]
 fn memcache_driver_batches_do_not_allocate_in_steady_state() {

@@ -2,7 +2,7 @@
 //! split by the server (MORE) and reassembled, and routing with no cross-shard hop on the
 //! server (checked with its forwarded-batch counter, which a plain connection does move).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

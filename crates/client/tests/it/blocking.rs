@@ -1,6 +1,6 @@
 //! The blocking client: the same operations and batches without an async runtime.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

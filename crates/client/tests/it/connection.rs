@@ -1,7 +1,7 @@
 //! Connection behaviour against real sockets: connect and request time-outs, reconnect after
 //! the server went away (read-only work retried, writes reported), authentication.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::TcpListener;

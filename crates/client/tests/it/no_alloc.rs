@@ -3,13 +3,10 @@
 //! heap allocation on the calling thread. Counted with a global allocator that counts only
 //! while this thread asks it to (the in-process server's threads allocate as they like).
 
-mod common;
+use crate::common;
 
 use directkv_client::{func, Client, ClientConfig, ElemCode, Replies};
-use directkv_testkit::alloc::{Counting, CountingAllocator};
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+use directkv_testkit::alloc::Counting;
 
 async fn mixed_batch(c: &mut Client, replies: &mut Replies, round: u64) {
     let mut b = c.batch();

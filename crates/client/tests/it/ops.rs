@@ -1,7 +1,7 @@
 //! Every operation of SPEC section 1 through the async client against a real server, with
 //! the single-operation methods and the typed per-operation results of batches.
 
-mod common;
+use crate::common;
 
 use directkv_client::{func, status, Client, ClientConfig, ClientError, ElemCode, OpError, Reply};
 

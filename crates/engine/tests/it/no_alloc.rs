@@ -13,10 +13,7 @@
 
 use directkv_engine::ops::{FN_ADD, FN_COUNT, FN_GT, FN_MAX, FN_SUM, FN_XOR};
 use directkv_engine::{ElemType, Engine, EngineConfig, ExecMode, Op, OpKind, Results, Status};
-use directkv_testkit::alloc::{count, CountingAllocator};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+use directkv_testkit::alloc::count;
 
 /// System allocator calls made by this thread while `f` runs.
 fn count_calls(f: impl FnOnce()) -> usize {

@@ -1,23 +1,27 @@
-//! The integration tests of this crate as one binary (`tests/it`), one module per former
-//! `tests/NAME.rs`. In this commit each module is included by `#[path]` so that its own
-//! `mod common;` still resolves, and every file is moved unchanged; the next commit shares
-//! the helpers from here.
+//! The protocol codecs' integration tests, as one test binary: one module per test file. A binary
+//! per file cost one link each, and those links were most of CI's time (issue 20).
+//!
+//! The modules' tests run side by side on the harness's threads of this one process, so none may
+//! depend on process-wide state: servers listen on ephemeral ports, files are named by test and
+//! process id. A test that watches the whole process (an allocator that counts every thread, the
+//! process's memory or its threads' CPU time, its limits or environment) stays a binary of its own
+//! in `tests/`.
+//!
+//! The binary's allocator is testkit's `CountingAllocator`: it counts only on a thread that
+//! switches counting on (`native_no_alloc`, `resp_alloc`), so the tests running beside it on other
+//! threads neither disturb the count nor pay more than a thread-local check per allocation. A moved
+//! file that installed its own `#[global_allocator]` of that kind drops it (one per binary).
+//!
+//! To add a test file: `git mv tests/NAME.rs tests/it/` and add `mod NAME;` below (alphabetical
+//! order). Run one file's tests with `cargo test --release -p directkv-proto --test it NAME::`.
 
-#[path = "native_hostile.rs"]
 mod native_hostile;
-#[path = "native_no_alloc.rs"]
 mod native_no_alloc;
-#[path = "native_props.rs"]
 mod native_props;
-#[path = "native_vectors.rs"]
 mod native_vectors;
-#[path = "ocsm_props.rs"]
 mod ocsm_props;
-#[path = "ocsm_vectors.rs"]
 mod ocsm_vectors;
-#[path = "resp_props.rs"]
+mod resp_alloc;
 mod resp_props;
-#[path = "resp_resume.rs"]
 mod resp_resume;
-#[path = "resp_vectors.rs"]
 mod resp_vectors;

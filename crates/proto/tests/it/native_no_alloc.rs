@@ -5,15 +5,12 @@
 //! A global allocator wraps `System` and counts the calls made by this thread while counting is
 //! on. Everything runs in the one test of this file so no other test thread is involved.
 
-use directkv_testkit::alloc::{count, CountingAllocator};
+use directkv_testkit::alloc::count;
 
 use directkv_proto::native::{
     decode_request, decode_response, func, ElemCode, NativeLimits, NativeOp, Request,
     RequestEncoder, Response, ResponseEncoder, ResponseOp,
 };
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Allocator calls made by `f` on this thread.
 fn calls_during(f: impl FnOnce()) -> usize {

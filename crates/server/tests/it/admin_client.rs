@@ -2,7 +2,7 @@
 //! tools read, ID, SETNAME/GETNAME, SETINFO, NO-EVICT, and KILL in both forms, where a killed
 //! connection is really closed and its slot released.
 
-mod common;
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{bulk, info_field, ok, start, Client};

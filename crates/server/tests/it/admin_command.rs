@@ -2,7 +2,7 @@
 //! generated from the command table, so every command the server takes is described.
 //! (Byte-for-byte agreement with Redis on shared commands is in redis_differential_scripted.)
 
-mod common;
+use crate::common;
 use common::{bulk, start, Client};
 use directkv_proto::resp::Reply;
 

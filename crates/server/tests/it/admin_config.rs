@@ -2,7 +2,7 @@
 //! every setting with its real value; SET changes behaviour at once (timeout, maxclients,
 //! requirepass, maxmemory-clients), all or nothing, with Redis's error texts; RESETSTAT.
 
-mod common;
+use crate::common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

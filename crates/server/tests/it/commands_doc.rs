@@ -2,7 +2,7 @@
 //! from a real server with COMMAND LIST; the document's commands are its `### NAME` headings.
 //! Every documented command must also be known to the server (not "unknown command").
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

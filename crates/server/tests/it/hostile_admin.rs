@@ -2,7 +2,7 @@
 //! runs (SHUTDOWN, CONFIG, CLIENT KILL); a live password cannot be set while datagrams are
 //! served unauthenticated; bad patterns and arguments get errors and the server stays usable.
 
-mod common;
+use crate::common;
 use common::{config, ok, start_with, Client};
 use directkv_proto::resp::Reply;
 use directkv_server::ServerConfig;

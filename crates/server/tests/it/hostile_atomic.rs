@@ -5,7 +5,7 @@
 //! a client that leaves right after sending one leaves the server fully usable; and the commands
 //! pipelined around an MSET keep their order and meaning.
 
-mod common;
+use crate::common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

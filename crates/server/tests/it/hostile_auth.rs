@@ -3,7 +3,7 @@
 //! password set, an empty password, and a browser's cross-protocol `POST` carrying RESP inline
 //! commands. Every check of "nothing changed" is made over an authenticated TCP connection.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

@@ -9,7 +9,7 @@
 //! scrape was closed unanswered; now the oldest silent one makes way (issue 19 item 14's loose
 //! end).
 
-mod common;
+use crate::common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! that have subcommands (texts as Redis 7 writes them), and a scalar update on a vector.
 //! DKV numbers come back as decimal bulk strings.
 
-mod common;
+use crate::common;
 
 use common::{bulk, start, Client};
 use directkv_proto::resp::Reply;

@@ -6,7 +6,7 @@
 //! large request is done. INFO's `client_buffer_bytes` (the registry's total) is the figure
 //! the tests read; `client_buffer_bytes_peak` its high-water mark.
 
-mod common;
+use crate::common;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! serving: the UDP thread stays alive, a TCP connection keeps working, and no connection slot
 //! leaks (with `connections_max = 3`, three such requests once locked out every client).
 
-mod common;
+use crate::common;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};

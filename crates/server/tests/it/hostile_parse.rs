@@ -3,7 +3,7 @@
 //! where it stopped, not rescan the command from its first byte), and a native client sending
 //! garbage (counted as a protocol error in INFO and /metrics).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

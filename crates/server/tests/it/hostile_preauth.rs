@@ -4,7 +4,7 @@
 //! to a short inline line; a native client to a small frame before HELLO. Once authenticated,
 //! the usual limits apply again.
 
-mod common;
+use crate::common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

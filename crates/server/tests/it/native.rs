@@ -1,7 +1,7 @@
 //! The native protocol over a real socket: HELLO with the shard map, batches of every family
 //! across shards, PING, and a malformed frame.
 
-mod common;
+use crate::common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 

@@ -43,8 +43,8 @@
 //! in step. Magnitudes that only a long double holds (1e400, 1e308 + 1e308) and hex floats,
 //! which strtold reads and Rust does not, are not generated.
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use std::io::Write;
 use std::time::Instant;

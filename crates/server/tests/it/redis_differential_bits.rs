@@ -4,8 +4,8 @@
 //! the range, every error text), then a seeded random mix over a few hot keys. No
 //! normalisation applies (`differential/mod.rs`). directkv runs with several shards.
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use differential::{Pair, Rng};
 use directkv_testkit::peer::start_redis;

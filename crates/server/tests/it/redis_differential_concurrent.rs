@@ -6,8 +6,8 @@
 //! same run against redis-server checks the test itself. Seeded: the seed is printed on failure,
 //! and `DKV_CONCURRENT_SEED=n` replays one.
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use std::collections::HashMap;
 use std::io::Write;

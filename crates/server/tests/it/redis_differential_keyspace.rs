@@ -6,8 +6,8 @@
 //! key is an error on directkv (no access time per key), an integer on Redis; COPY ... DB n for
 //! n other than 0 is `-ERR DB index is out of range` on directkv (one database).
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use differential::{Pair, Rng};
 use directkv_testkit::peer::start_redis;

@@ -9,8 +9,8 @@
 //! leaves the transaction alone, directkv aborts it: `shard/watches.rs`), and commands inside a
 //! transaction that differ outside one too (SET's expiry options).
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use common::start_with;
 use differential::{hello, Pair};

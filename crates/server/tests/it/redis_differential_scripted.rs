@@ -7,8 +7,8 @@
 //!
 //! directkv runs with several shards so that the keys of one command live on different ones.
 
-mod common;
-mod differential;
+use crate::common;
+use crate::differential;
 
 use common::start_with;
 use differential::{command_count, config_value, hello, info_fields, info_text, info_u64, Pair};

@@ -4,7 +4,7 @@
 //! depend on the clock are checked within bounds, never with a sleep; the byte-exact
 //! comparison with redis-server is in `redis_differential.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

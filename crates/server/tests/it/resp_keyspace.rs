@@ -2,7 +2,7 @@
 //! MSETNX OBJECT MEMORY), with keys on different shards, hostile arguments, and concurrent
 //! clients: RENAME, COPY and MSETNX across shards are never seen half done.
 
-mod common;
+use crate::common;
 
 use common::{bulk, ok, start, Client};
 use directkv_proto::resp::Reply;

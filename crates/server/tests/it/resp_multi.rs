@@ -4,7 +4,7 @@
 //! transaction half applied, and WATCH retry loops of concurrent clients lose no increment.
 //! The replies' exact bytes against Redis are `redis_differential_multi.rs`.
 
-mod common;
+use crate::common;
 
 use std::thread;
 

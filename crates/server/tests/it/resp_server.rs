@@ -1,6 +1,6 @@
 //! Connection commands, errors, authentication and hostile input over a real socket.
 
-mod common;
+use crate::common;
 use common::{bulk, info_field, ok, start, start_with, Client};
 use directkv_proto::resp::Reply;
 use directkv_server::ServerConfig;

@@ -1,6 +1,6 @@
 //! String and counter commands over a real socket, on one and on several shards.
 
-mod common;
+use crate::common;
 use common::{bulk, ok, start, Client};
 use directkv_proto::resp::Reply;
 

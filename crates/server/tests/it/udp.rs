@@ -1,7 +1,7 @@
 //! The native protocol over UDP: batches answered in one datagram, never larger than the
 //! request (anti-amplification), malformed datagrams answered with an error frame.
 
-mod common;
+use crate::common;
 use std::net::UdpSocket;
 use std::time::Duration;
 
