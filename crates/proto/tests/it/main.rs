@@ -15,6 +15,10 @@
 //! To add a test file: `git mv tests/NAME.rs tests/it/` and add `mod NAME;` below (alphabetical
 //! order). Run one file's tests with `cargo test --release -p directkv-proto --test it NAME::`.
 
+#[global_allocator]
+static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
+    directkv_testkit::alloc::CountingAllocator;
+
 mod native_hostile;
 mod native_no_alloc;
 mod native_props;

@@ -6,12 +6,9 @@
 //! while that thread's `COUNTING` flag is set, so the test harness's other threads cannot disturb
 //! the count. Everything runs in the single test of this file for the same reason.
 
-use directkv_testkit::alloc::{count, CountingAllocator};
+use directkv_testkit::alloc::count;
 
 use directkv_proto::resp::{parse_command, Args, Parse, RespLimits, RespWriter, Version};
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// System allocator calls made by this thread while `f` runs.
 fn count_calls(f: impl FnOnce()) -> usize {
