@@ -26,7 +26,7 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
-# A JDK and Maven for the Jedis client test (crates/cli/tests/clients_jvm.rs builds its Java
+# A JDK and Maven for the Jedis client test (crates/cli/tests/it/clients_jvm.rs builds its Java
 # program with `mvn package`; Jedis comes from Maven Central into ~/.m2 on the first run).
 if ! command -v java >/dev/null || ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -1,5 +1,5 @@
 //! The reference model: SPEC section 1 applied one operation at a time to a `HashMap`, written
-//! without the engine's code. The engine's property tests (`crates/engine/tests/model.rs`) and
+//! without the engine's code. The engine's property tests (`crates/engine/tests/it/model.rs`) and
 //! the `engine_model` fuzz target both compare the engine with it.
 //!
 //! It covers unsigned element types, update functions add/sub/xor/max/swap, reduce sum/count and

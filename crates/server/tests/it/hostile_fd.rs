@@ -2,7 +2,8 @@
 //! `timeout = 1`, a connection that sends nothing for a second is closed, whatever its
 //! protocol and whether it ever sent a byte, so silent sockets cannot hold file descriptors
 //! and connection slots for ever; a client that keeps talking is never closed. (The other half
-//! of item 8, the file-descriptor limit, needs a process of its own: crates/cli/tests/hostile_fd.rs.)
+//! of item 8, the file-descriptor limit, needs a process of its own:
+//! crates/cli/tests/it/hostile_fd.rs.)
 //!
 //! Silent sockets on the metrics port: the endpoint serves at most 16 connections at once, and
 //! 16 sockets that connect and say nothing used to fill it for their whole read timeout, so a
