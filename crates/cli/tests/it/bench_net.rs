@@ -71,6 +71,27 @@ fn outcome(ok: u64, missed: u64, failed: u64) -> BatchOutcome {
     BatchOutcome { ok, missed, failed }
 }
 
+/// Runs the operations `(kind, key id)` as one batch and returns its outcome.
+async fn exec_ops(d: &mut Driver, ops: &[(BenchOpKind, u64)]) -> BatchOutcome {
+    let ops: Vec<BenchOp> = ops.iter().map(|&(kind, key_id)| op(kind, key_id)).collect();
+    exec(d, &ops).await
+}
+
+/// Loads `keys` counters through a driver of the counter format (each starts at "0"), then adds
+/// to counter `key` `adds` times in one batch: every operation succeeds.
+async fn load_and_add_counters(target: &Target, keys: u64, key: u64, adds: u64) {
+    let shape = DataShape {
+        key_size: 9,
+        value_size: 8,
+    };
+    let mut c = Driver::connect(target, shape, ValueFormat::Counter)
+        .await
+        .unwrap();
+    assert_eq!(exec(&mut c, &puts(0..keys)).await, outcome(keys, 0, 0));
+    let ops: Vec<BenchOp> = (0..adds).map(|_| op(BenchOpKind::AtomicAdd, key)).collect();
+    assert_eq!(exec(&mut c, &ops).await, outcome(adds, 0, 0));
+}
+
 /// One RESP command over a fresh connection, for checking what a driver stored.
 async fn resp_command(addr: std::net::SocketAddr, args: &[&[u8]]) -> Reply {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -94,6 +115,7 @@ fn key(id: u64) -> Vec<u8> {
 
 /// The RESP driver's contract, run against any RESP server.
 async fn resp_contract(server: &ServerProcess) {
+    use BenchOpKind::{Get, Put, ReadModifyWrite as Rmw};
     let target = Target::Resp(server.addr);
     let mut d = Driver::connect(&target, SHAPE, ValueFormat::Bytes)
         .await
@@ -107,30 +129,21 @@ async fn resp_contract(server: &ServerProcess) {
     );
     // Reads of loaded keys hit, reads of absent ones miss, in one pipeline with writes.
     let batch = [
-        op(BenchOpKind::Get, 1),
-        op(BenchOpKind::Get, 5_000),
-        op(BenchOpKind::Put, 2),
-        op(BenchOpKind::ReadModifyWrite, 3),
-        op(BenchOpKind::ReadModifyWrite, 6_000),
-        op(BenchOpKind::Get, 1),
+        (Get, 1),
+        (Get, 5_000),
+        (Put, 2),
+        (Rmw, 3),
+        (Rmw, 6_000),
+        (Get, 1),
     ];
-    assert_eq!(exec(&mut d, &batch).await, outcome(4, 2, 0));
+    assert_eq!(exec_ops(&mut d, &batch).await, outcome(4, 2, 0));
     // INCRBY on a loaded 8-byte string that is not a number is an error reply: failed.
     assert_eq!(
         exec(&mut d, &[op(BenchOpKind::AtomicAdd, 7)]).await,
         outcome(0, 0, 1)
     );
     // Counters: loaded as "0", then added to.
-    let counter_shape = DataShape {
-        key_size: 9,
-        value_size: 8,
-    };
-    let mut c = Driver::connect(&target, counter_shape, ValueFormat::Counter)
-        .await
-        .unwrap();
-    assert_eq!(exec(&mut c, &puts(0..4)).await, outcome(4, 0, 0));
-    let adds: Vec<BenchOp> = (0..10).map(|_| op(BenchOpKind::AtomicAdd, 3)).collect();
-    assert_eq!(exec(&mut c, &adds).await, outcome(10, 0, 0));
+    load_and_add_counters(&target, 4, 3, 10).await;
     assert_eq!(
         resp_command(server.addr, &[b"GET", b"000000003"]).await,
         Reply::Bulk(Some(b"10".to_vec()))
@@ -204,6 +217,7 @@ fn resp_driver_against_redis_and_the_server_is_stopped_by_pid() {
 
 #[test]
 fn memcache_driver_against_memcached() {
+    use BenchOpKind::{AtomicAdd, Get, Put, ReadModifyWrite as Rmw};
     let Some(server) = system_server("memcached") else {
         return;
     };
@@ -215,44 +229,23 @@ fn memcache_driver_against_memcached() {
         assert_eq!(exec(&mut d, &puts(0..300)).await, outcome(300, 0, 0));
         // Misses are found among hits, duplicates and read-modify-writes of one multi-get.
         let batch = [
-            op(BenchOpKind::Get, 9_000),
-            op(BenchOpKind::Get, 1),
-            op(BenchOpKind::Get, 1),
-            op(BenchOpKind::ReadModifyWrite, 2),
-            op(BenchOpKind::Get, 9_001),
-            op(BenchOpKind::Put, 400),
-            op(BenchOpKind::ReadModifyWrite, 9_002),
-            op(BenchOpKind::Get, 299),
-            op(BenchOpKind::Get, 9_003),
+            (Get, 9_000),
+            (Get, 1),
+            (Get, 1),
+            (Rmw, 2),
+            (Get, 9_001),
+            (Put, 400),
+            (Rmw, 9_002),
+            (Get, 299),
+            (Get, 9_003),
         ];
-        assert_eq!(exec(&mut d, &batch).await, outcome(5, 4, 0));
+        assert_eq!(exec_ops(&mut d, &batch).await, outcome(5, 4, 0));
         // The Put stored key 400, so it now hits.
-        assert_eq!(
-            exec(&mut d, &[op(BenchOpKind::Get, 400)]).await,
-            outcome(1, 0, 0)
-        );
+        assert_eq!(exec_ops(&mut d, &[(Get, 400)]).await, outcome(1, 0, 0));
         // incr on a non-numeric value is a CLIENT_ERROR: failed; on an absent key: missed.
-        assert_eq!(
-            exec(
-                &mut d,
-                &[
-                    op(BenchOpKind::AtomicAdd, 5),
-                    op(BenchOpKind::AtomicAdd, 9_999)
-                ]
-            )
-            .await,
-            outcome(0, 1, 1)
-        );
-        let counters = DataShape {
-            key_size: 9,
-            value_size: 8,
-        };
-        let mut c = Driver::connect(&target, counters, ValueFormat::Counter)
-            .await
-            .unwrap();
-        assert_eq!(exec(&mut c, &puts(0..3)).await, outcome(3, 0, 0));
-        let adds: Vec<BenchOp> = (0..7).map(|_| op(BenchOpKind::AtomicAdd, 2)).collect();
-        assert_eq!(exec(&mut c, &adds).await, outcome(7, 0, 0));
+        let incrs = [(AtomicAdd, 5), (AtomicAdd, 9_999)];
+        assert_eq!(exec_ops(&mut d, &incrs).await, outcome(0, 1, 1));
+        load_and_add_counters(&target, 3, 2, 7).await;
         // A large pipeline crosses several socket reads.
         let big: Vec<BenchOp> = (0..2_000)
             .map(|i| op(BenchOpKind::Get, (i * 7) % 600))
