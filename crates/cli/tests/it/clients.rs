@@ -57,17 +57,7 @@ fn redis_cli_works() {
         return;
     }
     let s = serve();
-    let p = s.addr.port().to_string();
-    let run = |args: &[&str]| {
-        let out = tool("redis-cli", "redis-tools")
-            .expect("redis-cli is installed")
-            .args(["-p", &p])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let run = |args: &[&str]| redis_cli(s.addr.port(), args);
     assert_eq!(run(&["PING"]), "PONG");
     assert_eq!(run(&["SET", "cli:k", "hello world"]), "OK");
     assert_eq!(run(&["GET", "cli:k"]), "hello world");
@@ -170,16 +160,8 @@ fn redis_cli_admin_and_shutdown() {
         return;
     }
     let s = serve();
-    let p = s.addr.port().to_string();
-    let run = |args: &[&str]| {
-        let out = tool("redis-cli", "redis-tools")
-            .expect("redis-cli is installed")
-            .args(["-p", &p])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    // SHUTDOWN's exit status is not checked, only what redis-cli prints.
+    let run = |args: &[&str]| redis_cli_output(s.addr.port(), args).1;
     assert!(run(&["CLIENT", "LIST"]).contains("cmd=client|list"));
     assert_eq!(run(&["CONFIG", "GET", "maxclients"]), "maxclients\n10000");
     assert_eq!(run(&["CONFIG", "SET", "timeout", "300"]), "OK");
@@ -262,15 +244,25 @@ fn redis_py_depth_transactions_against_directkv() {
     redis_py_depth(s.addr.port(), &["multi"]);
 }
 
-/// One redis-cli command against `port`: its trimmed output (it must exit 0).
-fn redis_cli(port: u16, args: &[&str]) -> String {
+/// One redis-cli command against `port`: how it ended, and its standard output trimmed.
+fn redis_cli_output(port: u16, args: &[&str]) -> (std::process::Output, String) {
     let out = Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)
         .output()
         .expect("redis-cli runs");
+    let text = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .trim()
+        .to_string();
+    (out, text)
+}
+
+/// One redis-cli command against `port`: its trimmed output (it must exit 0).
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let (out, text) = redis_cli_output(port, args);
     assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    text
 }
 
 /// A whole number in `low..=high` printed by redis-cli.
