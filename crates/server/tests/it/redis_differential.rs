@@ -49,7 +49,7 @@ use crate::differential;
 use std::io::Write;
 use std::time::Instant;
 
-use differential::Rng;
+use differential::{assert_no_differences, Rng};
 
 use common::start;
 use directkv_proto::resp::{encode_command, parse_reply, Reply};
@@ -961,9 +961,5 @@ fn replies_match_redis_server() {
         differences.extend(d);
     }
     eprintln!("differential run took {:.1?}", t0.elapsed());
-    assert!(
-        differences.is_empty(),
-        "directkv and redis-server differ:\n{}",
-        differences.join("\n")
-    );
+    assert_no_differences(&differences);
 }

@@ -11,7 +11,10 @@ use crate::common;
 use crate::differential;
 
 use common::start_with;
-use differential::{command_count, config_value, hello, info_fields, info_text, info_u64, Pair};
+use differential::{
+    assert_no_differences, command_count, config_value, hello, info_fields, info_text, info_u64,
+    Pair,
+};
 use directkv_server::ServerConfig;
 use directkv_sys::process::ServerProcess;
 use directkv_testkit::peer::start_redis;
@@ -444,11 +447,7 @@ fn auth_flows_match_redis() {
         }
         differences.extend(p.differences);
     }
-    assert!(
-        differences.is_empty(),
-        "directkv and redis-server differ:\n{}",
-        differences.join("\n")
-    );
+    assert_no_differences(&differences);
     server.stop();
 }
 
@@ -536,11 +535,7 @@ fn malformed_input_matches_redis() {
             ));
         }
     }
-    assert!(
-        differences.is_empty(),
-        "directkv and redis-server differ:\n{}",
-        differences.join("\n")
-    );
+    assert_no_differences(&differences);
     server.stop();
 }
 

@@ -87,11 +87,7 @@ impl Pair {
 
     /// Panics listing every difference found.
     pub fn assert_none(&self) {
-        assert!(
-            self.differences.is_empty(),
-            "directkv and redis-server differ:\n{}",
-            self.differences.join("\n")
-        );
+        assert_no_differences(&self.differences);
     }
 
     /// As `same`, after `norm` is applied to both replies.
@@ -108,6 +104,15 @@ impl Pair {
             ));
         }
     }
+}
+
+/// Panics listing every difference in `differences`, one a line.
+pub fn assert_no_differences(differences: &[String]) {
+    assert!(
+        differences.is_empty(),
+        "directkv and redis-server differ:\n{}",
+        differences.join("\n")
+    );
 }
 
 pub fn show_args(args: &[&[u8]]) -> String {
