@@ -99,6 +99,30 @@ impl std::fmt::Debug for OwnedOp {
     }
 }
 
+/// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
+/// The engine's model test and the `engine_model` fuzz target put them as values, so that
+/// INCRBY and INCRBYFLOAT meet every case the model's parsers tell apart.
+pub const NUM_TEXTS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "42",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "1.5",
+    "-0.25",
+    "1e3",
+    "inf",
+    "nan",
+    "01",
+    "-0",
+    "+1",
+    " 1",
+    "",
+    "abc",
+];
+
 /// The limits the model checks, as the engine under test is configured.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {

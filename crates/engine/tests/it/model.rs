@@ -162,7 +162,7 @@ enum Act {
     IncrBy(i64),
     /// INCRBYFLOAT by the delta.
     IncrByFloat(f64),
-    /// A put of a number's text (`NUM_TEXTS`), so the counters meet integers and floats.
+    /// A put of a number's text (`model::NUM_TEXTS`), so the counters meet integers and floats.
     PutNum(u8),
     Bad(Bad),
     /// SETRANGE at the byte offset (huge ones are refused by the limit) of the value.
@@ -170,28 +170,6 @@ enum Act {
     /// SETBIT at the bit offset to the byte (0 or 1; 2 is malformed).
     SetBit(u64, u8),
 }
-
-/// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
-const NUM_TEXTS: &[&str] = &[
-    "0",
-    "1",
-    "-1",
-    "42",
-    "9223372036854775807",
-    "-9223372036854775808",
-    "9223372036854775808",
-    "1.5",
-    "-0.25",
-    "1e3",
-    "inf",
-    "nan",
-    "01",
-    "-0",
-    "+1",
-    " 1",
-    "",
-    "abc",
-];
 
 #[derive(Clone, Copy)]
 struct AOp {
@@ -312,7 +290,9 @@ fn materialize(a: &AOp, key: &[u8], cur: Option<&[u8]>) -> OwnedOp {
             ..OwnedOp::new(OpKind::SetBit, key)
         },
         Act::PutNum(i) => OwnedOp {
-            arg: NUM_TEXTS[i as usize % NUM_TEXTS.len()].as_bytes().to_vec(),
+            arg: model::NUM_TEXTS[i as usize % model::NUM_TEXTS.len()]
+                .as_bytes()
+                .to_vec(),
             ..OwnedOp::new(OpKind::Put, key)
         },
         Act::Bad(b) => {
