@@ -26,7 +26,7 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
-# A JDK and Maven for the Jedis client test (crates/cli/tests/clients_jvm.rs builds its Java
+# A JDK and Maven for the Jedis client test (crates/cli/tests/it/clients_jvm.rs builds its Java
 # program with `mvn package`; Jedis comes from Maven Central into ~/.m2 on the first run).
 if ! command -v java >/dev/null || ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -50,8 +50,12 @@ fi
 export DIRECTKV_PYTHON="$PWD/.venv/bin/python"
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --release -- -D warnings
-cargo test --workspace --release
+# The `ci` profile (Cargo.toml) is release's optimisation without its link-time optimisation
+# and full debuginfo, so that linking a test binary does not re-optimise every crate it uses;
+# clippy checks in the same profile, so that both share the build scripts and macros. Each
+# crate's integration tests are one binary (tests/it/main.rs says how to add one).
+cargo clippy --workspace --all-targets --profile ci -- -D warnings
+cargo test --workspace --profile ci
 # The fuzz targets are their own workspace (cargo-fuzz needs nightly to run them): check that
 # they still build against the crates and the shared test kit.
 cargo check --manifest-path fuzz/Cargo.toml --bins

@@ -35,8 +35,8 @@ use directkv_engine::{
     expire_args, ElemType, Engine, EngineConfig, ExecMode, Op, OpError, OpKind, Results, Status,
     KEEP_DEADLINE, NO_DEADLINE,
 };
-use libfuzzer_sys::fuzz_target;
 use directkv_testkit::model::{self, Eff, Limits, OwnedOp, TimedStore};
+use libfuzzer_sys::fuzz_target;
 
 /// The clock of the first batch (ms); deadlines are this plus an offset of 0..255 ms, and each
 /// `Tick` moves the next batch's clock on by up to 255 ms.
@@ -148,7 +148,7 @@ enum Act {
     IncrBy(i64),
     /// INCRBYFLOAT by the delta (any f64: NaN and the infinities make refused sums).
     IncrByFloat(f64),
-    /// A put of one of `NUM_TEXTS`, so the counters meet numbers and near-numbers.
+    /// A put of one of `model::NUM_TEXTS`, so the counters meet numbers and near-numbers.
     PutNum(u8),
     /// A put with the deadline `CLOCK_START + offset` (255: KEEPTTL), condition bits.
     PutEx(Val, u8, u8),
@@ -161,26 +161,6 @@ enum Act {
     /// A GET, and the next batch's clock moves on by this many ms.
     Tick(u8),
 }
-
-/// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
-const NUM_TEXTS: &[&str] = &[
-    "0",
-    "1",
-    "-1",
-    "9223372036854775807",
-    "-9223372036854775808",
-    "9223372036854775808",
-    "1.5",
-    "-0.25",
-    "1e3",
-    "inf",
-    "nan",
-    "01",
-    "-0",
-    "+1",
-    " 1",
-    "",
-];
 
 impl Val {
     fn bytes(self) -> Vec<u8> {
@@ -340,11 +320,17 @@ fn materialize(f: &FOp, cur: Option<&[u8]>) -> OwnedOp {
             ..OwnedOp::new(OpKind::IncrByFloat, k.clone())
         },
         Act::PutNum(i) => OwnedOp {
-            arg: NUM_TEXTS[i as usize % NUM_TEXTS.len()].as_bytes().to_vec(),
+            arg: model::NUM_TEXTS[i as usize % model::NUM_TEXTS.len()]
+                .as_bytes()
+                .to_vec(),
             ..OwnedOp::new(OpKind::Put, k.clone())
         },
         Act::PutEx(v, off, c) => {
-            let d = if off == 255 { KEEP_DEADLINE } else { CLOCK_START + u64::from(off) };
+            let d = if off == 255 {
+                KEEP_DEADLINE
+            } else {
+                CLOCK_START + u64::from(off)
+            };
             OwnedOp {
                 arg: v.bytes(),
                 arg2: expire_args(d, c & 3).to_vec(),
@@ -459,7 +445,11 @@ fn check_contents(side: &mut Side) {
     }
     let counts = side.engine.counts();
     let kv_bytes: usize = side.model.iter().map(|(k, (v, _))| k.len() + v.len()).sum();
-    let expiring = side.model.values().filter(|(_, d)| *d != NO_DEADLINE).count();
+    let expiring = side
+        .model
+        .values()
+        .filter(|(_, d)| *d != NO_DEADLINE)
+        .count();
     assert_eq!(counts.expiring_keys, expiring as u64);
     assert_eq!(counts.keys, side.model.len() as u64);
     assert_eq!(counts.kv_bytes, kv_bytes as u64);
@@ -482,8 +472,10 @@ fn run(input: Input) {
     for side in &mut sides {
         side.engine.execute(&puts, &mut side.out);
         assert!(side.out.iter().all(|(s, _)| s == Status::Ok), "fillers fit");
-        side.model
-            .extend(fill.iter().map(|(k, v)| (k.clone(), (v.clone(), NO_DEADLINE))));
+        side.model.extend(
+            fill.iter()
+                .map(|(k, v)| (k.clone(), (v.clone(), NO_DEADLINE))),
+        );
     }
     let ops: Vec<FOp> = input
         .ops

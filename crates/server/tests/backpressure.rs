@@ -1,8 +1,11 @@
 //! A client that pipelines without reading is slowed (the server stops reading while its
 //! replies are unread), its memory cost stays bounded, and it is disconnected after
 //! `reply_write_timeout_secs`.
+//!
+//! A test binary of its own (not in `tests/it/`): it reads the resident memory of the whole
+//! process, which other tests' servers would move.
 
-mod common;
+use directkv_testkit::server as common;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -1,8 +1,11 @@
 //! Busy polling (`busy_poll_us`): a shard polls its sockets for the window after each request
 //! and then parks, so an idle server sleeps; it stops polling while another thread wants its
 //! core (adaptive); with 0 it never polls.
+//!
+//! A test binary of its own (not in `tests/it/`): it reads the CPU time of this process's
+//! `shard-0` threads, which every other in-process server of the binary would also have.
 
-mod common;
+use directkv_testkit::server as common;
 
 use std::time::Duration;
 

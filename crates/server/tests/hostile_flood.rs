@@ -5,9 +5,10 @@
 //! (server RSS 1066 MiB against an arena of 256 MiB).
 //!
 //! The test binary counts the bytes live in the whole process (every thread, the in-process
-//! server's included) with a global allocator.
+//! server's included) with a global allocator: it is a test binary of its own (not in
+//! `tests/it/`), so that no other test's allocations count.
 
-mod common;
+use directkv_testkit::server as common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::TcpStream;

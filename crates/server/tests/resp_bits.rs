@@ -3,8 +3,11 @@
 //! (huge, negative, not integers, past `value_len_max` or 512 MiB: refused before anything large
 //! is allocated, the server still serving), and concurrent SETBIT/SETRANGE on one key with an
 //! exact result (their read-modify-write runs in one step).
+//!
+//! A test binary of its own (not in `tests/it/`): its global allocator watches every thread of
+//! the process, which other tests' servers would disturb.
 
-mod common;
+use directkv_testkit::server as common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,5 @@
 //! The reference model: SPEC section 1 applied one operation at a time to a `HashMap`, written
-//! without the engine's code. The engine's property tests (`crates/engine/tests/model.rs`) and
+//! without the engine's code. The engine's property tests (`crates/engine/tests/it/model.rs`) and
 //! the `engine_model` fuzz target both compare the engine with it.
 //!
 //! It covers unsigned element types, update functions add/sub/xor/max/swap, reduce sum/count and
@@ -98,6 +98,30 @@ impl std::fmt::Debug for OwnedOp {
         write!(f, ")")
     }
 }
+
+/// Texts the counters meet: integers at i64's edges, floats, and texts Redis refuses as either.
+/// The engine's model test and the `engine_model` fuzz target put them as values, so that
+/// INCRBY and INCRBYFLOAT meet every case the model's parsers tell apart.
+pub const NUM_TEXTS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "42",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "1.5",
+    "-0.25",
+    "1e3",
+    "inf",
+    "nan",
+    "01",
+    "-0",
+    "+1",
+    " 1",
+    "",
+    "abc",
+];
 
 /// The limits the model checks, as the engine under test is configured.
 #[derive(Clone, Copy, Debug)]

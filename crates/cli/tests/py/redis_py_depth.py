@@ -1,6 +1,6 @@
 """redis-py in depth against a running server: python3 redis_py_depth.py PORT PART...
 
-Run by crates/cli/tests/clients.rs, first against redis-server (which proves the checks), then
+Run by crates/cli/tests/it/clients.rs, first against redis-server (which proves the checks), then
 against `directkv serve`. Each PART is a switch, so what a server cannot do yet is run apart:
 
   plain   asyncio (redis.asyncio, concurrent clients, an async pipeline), RESP3 (protocol=3:

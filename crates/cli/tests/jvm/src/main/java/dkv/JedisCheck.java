@@ -20,7 +20,7 @@ import redis.clients.jedis.params.GetExParams;
 import redis.clients.jedis.params.SetParams;
 
 /**
- * A real Jedis workload against a Redis-protocol server, run by crates/cli/tests/clients_jvm.rs
+ * A real Jedis workload against a Redis-protocol server, run by crates/cli/tests/it/clients_jvm.rs
  * first against redis-server (to prove the checks) and then against `directkv serve`.
  *
  * <p>Usage: {@code java -jar jedis-check.jar HOST PORT PART...} where each PART is one of
