@@ -114,6 +114,8 @@ const LANE_LOW: u32 = 0b001_001_001_001_001_001_001_001_001_001;
 /// EMPTY and INLINE (the fast paths' first test, see the module doc).
 const LANE_MID: u32 = LANE_LOW << 1;
 const _: () = assert!(code::INLINE_DEADLINE & 2 != 0 && code::INLINE & 2 == 0);
+// The middle bits of all ten lanes lie in bytes 56..60 (`has_deadline`).
+const _: () = assert!(CHAIN_SHIFT - 50 + 2 <= 32);
 // An entry with a deadline (at least a 1-byte key and value) runs past the slot it starts in.
 const _: () = assert!(1 + 1 + DEADLINE_BYTES > SLOT_BYTES);
 
@@ -371,17 +373,19 @@ impl Bucket {
     /// word when no slot of the bucket has code 2 (module doc).
     #[inline(always)]
     pub fn has_deadline(&self, pos: usize, len: usize) -> bool {
-        let codes = self.codes();
-        codes & LANE_MID != 0 && Self::deadline_code_names(codes, pos, len)
+        // The codes start at bit 2 of byte 56, so the lanes' middle bits are bits 3s + 3 of
+        // bytes 56..60: one test of memory against a constant.
+        let w = u32::from_le_bytes(self.bytes[56..60].try_into().expect("4 bytes"));
+        w & (LANE_MID << 2) != 0 && self.deadline_code_names(pos, len)
     }
 
-    /// The precise half of `has_deadline`: the start slot's code is INLINE_DEADLINE and the
-    /// entry is the last one starting in it.
-    #[inline(always)]
-    fn deadline_code_names(codes: u32, pos: usize, len: usize) -> bool {
+    /// The precise half of `has_deadline`, out of the fast paths' way: the start slot's code is
+    /// INLINE_DEADLINE and the entry is the last one starting in it.
+    #[cold]
+    #[inline(never)]
+    fn deadline_code_names(&self, pos: usize, len: usize) -> bool {
         let s = pos / SLOT_BYTES;
-        (codes >> (3 * s)) & 7 == u32::from(code::INLINE_DEADLINE)
-            && pos + len >= (s + 1) * SLOT_BYTES
+        self.code(s) == code::INLINE_DEADLINE && pos + len >= (s + 1) * SLOT_BYTES
     }
 
     /// Bit p set: the entry starting at byte p carries a deadline.
