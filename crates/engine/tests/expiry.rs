@@ -425,8 +425,8 @@ proptest! {
 #[test]
 fn deadline_cost_in_bytes_per_key() {
     let keys = 1_000_000u64;
-    let used_per_key = |threshold: usize, deadline: bool| {
-        let mut e = engine(256, 0.25, threshold, ExecMode::Forward);
+    let used_per_key = |ratio: f64, threshold: usize, deadline: bool| {
+        let mut e = engine(256, ratio, threshold, ExecMode::Forward);
         e.set_now(1);
         let args = expire_args(4_102_444_800_000, cond::ANY);
         let mut ops_keys = Vec::with_capacity(1024);
@@ -454,19 +454,21 @@ fn deadline_cost_in_bytes_per_key() {
         let used = r.index_bytes as u64 + slab_bytes as u64 - r.slab_free_bytes;
         used as f64 / keys as f64
     };
-    for (threshold, bound) in [(51, 16.0), (0, 1.0)] {
+    // Index ratio 0.25: about one key per main bucket (this test's figure since it was
+    // written); 0.125: two, so the buckets are fuller and more keys spill into chains.
+    for (ratio, threshold, bound) in [(0.25, 51, 16.0), (0.25, 0, 1.0), (0.125, 51, 16.0)] {
         let (plain, timed) = (
-            used_per_key(threshold, false),
-            used_per_key(threshold, true),
+            used_per_key(ratio, threshold, false),
+            used_per_key(ratio, threshold, true),
         );
         println!(
-            "arena bytes per key, 8 + 8-byte keys, 1 M keys, inline threshold {threshold}: \
-             {plain:.1} without a deadline, {timed:.1} with one: {:.1} more",
+            "arena bytes per key, 8 + 8-byte keys, 1 M keys, index ratio {ratio}, inline \
+             threshold {threshold}: {plain:.1} without a deadline, {timed:.1} with one: {:.1} more",
             timed - plain
         );
         assert!(
             timed - plain <= bound,
-            "threshold {threshold}: {plain} {timed}"
+            "ratio {ratio} threshold {threshold}: {plain} {timed}"
         );
     }
 }
@@ -502,7 +504,10 @@ fn fast_paths_leave_inline_keys_with_deadlines_to_the_general_path() {
         assert_eq!(e.counts().expiring_keys, n / 2);
         let gets: Vec<Op> = keys.iter().map(|k| Op::get(k)).collect();
         let r = run(&mut e, &gets);
-        assert!(r.iter().zip(&keys).all(|(r, k)| r == &(Status::Ok, k.to_vec())));
+        assert!(r
+            .iter()
+            .zip(&keys)
+            .all(|(r, k)| r == &(Status::Ok, k.to_vec())));
         // GETs alone at 2000: the even keys are gone, the odd ones there.
         e.set_now(2_000);
         let r = run(&mut e, &gets);
@@ -537,7 +542,10 @@ fn fast_paths_leave_inline_keys_with_deadlines_to_the_general_path() {
             .collect();
         let r = run(&mut e, &mixed);
         assert!(r.iter().all(|r| r.0 == Status::Ok));
-        assert_eq!(e.counts().expiring_keys, n / 2 - odd.len().div_ceil(2) as u64);
+        assert_eq!(
+            e.counts().expiring_keys,
+            n / 2 - odd.len().div_ceil(2) as u64
+        );
         for (i, k) in odd.iter().enumerate() {
             let want = if i % 2 == 0 { NO_DEADLINE } else { 3_000 };
             assert_eq!(ttl(&mut e, k).unwrap().0, want, "key {i}");

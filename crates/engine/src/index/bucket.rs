@@ -396,7 +396,10 @@ impl Bucket {
             let s = lanes.trailing_zeros() as usize / 3;
             lanes &= lanes - 1;
             let in_slot = m.starts & (0x1f << (s * SLOT_BYTES));
-            debug_assert!(in_slot != 0, "slot {s} has code 2 but no entry starts in it");
+            debug_assert!(
+                in_slot != 0,
+                "slot {s} has code 2 but no entry starts in it"
+            );
             out |= 1 << (63 - in_slot.leading_zeros());
         }
         out
@@ -559,7 +562,8 @@ impl Bucket {
             return None;
         }
         let bitmap = self.bitmap();
-        let starts = self.deadline_starts(&Marks::of(bitmap)) | u64::from(timed) << self.inline_end();
+        let starts =
+            self.deadline_starts(&Marks::of(bitmap)) | u64::from(timed) << self.inline_end();
         let pos = self.inline_end();
         self.bytes[pos..pos + key.len()].copy_from_slice(key);
         self.bytes[pos + key.len()..pos + kv_len].copy_from_slice(value);
@@ -1084,7 +1088,11 @@ mod tests {
                     let mut k: Vec<u8> = (0..klen).map(|_| b'a' + next(2) as u8).collect();
                     k.push(step as u8); // distinct keys
                     let v: Vec<u8> = (0..vlen).map(|_| b'a' + next(2) as u8).collect();
-                    let d = if next(2) == 0 { NO_DEADLINE } else { 1 + next(1 << 40) };
+                    let d = if next(2) == 0 {
+                        NO_DEADLINE
+                    } else {
+                        1 + next(1 << 40)
+                    };
                     let room = k.len() + vlen + if d == NO_DEADLINE { 0 } else { 8 };
                     let fits = room <= b.free_bytes();
                     assert_eq!(b.push_inline_with_deadline(&k, &v, d).is_some(), fits);
@@ -1094,7 +1102,13 @@ mod tests {
                 }
                 let got: Vec<(Vec<u8>, Vec<u8>, u64)> = b
                     .inline_entries()
-                    .map(|e| (b.inline_key(&e).to_vec(), b.inline_value(&e).to_vec(), e.deadline))
+                    .map(|e| {
+                        (
+                            b.inline_key(&e).to_vec(),
+                            b.inline_value(&e).to_vec(),
+                            e.deadline,
+                        )
+                    })
                     .collect();
                 assert_eq!(got, model, "round {round} step {step}: {b:?}");
                 for (k, v, d) in &model {

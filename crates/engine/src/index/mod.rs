@@ -453,9 +453,7 @@ impl Table {
         let (mut off, b) = self.main_bucket_ref(h);
         match b.find_inline_with(key, simd) {
             // A plain PUT clears a deadline: one is left to the general path.
-            Some((pos, vlen))
-                if vlen == value.len() && !b.has_deadline(pos, key.len() + vlen) =>
-            {
+            Some((pos, vlen)) if vlen == value.len() && !b.has_deadline(pos, key.len() + vlen) => {
                 self.bucket_mut(off)
                     .replace_inline_value(pos, key.len(), value);
                 return Some(1);
