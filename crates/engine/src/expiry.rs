@@ -4,8 +4,9 @@
 //! ```text
 //!  time      ONE input: `Engine::set_now(ms)` before a batch (the server passes the wall
 //!            clock, ms since the Unix epoch; tests pass what they like)
-//!  deadline  absolute ms, kept in the key's record header (`index/record.rs`): a key with a
-//!            deadline is never inline, so inline GETs and PUTs pay nothing for expiry
+//!  deadline  absolute ms, kept with the key: in its record's header (`index/record.rs`),
+//!            or after its value when it is inline (`index/bucket.rs`, whose slot code says
+//!            so); the GET and PUT fast paths leave such keys to the general path
 //!  lazy      every lookup of the pipeline (`Pipeline::lookup_live`) removes a key whose
 //!            deadline is at or before `now` and reports it missing: no operation sees it
 //!  active    `Engine::expire_step(cursor, buckets)` walks main buckets with their chains

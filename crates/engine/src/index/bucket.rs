@@ -15,24 +15,45 @@
 //!
 //! pointer slot (40 bits, little-endian): bits 0..9 secondary hash, bits 9..40 record pointer
 //! in 32-byte units (31 bits: 64 GiB).
+//!
+//! inline entry                  [key][value]                    marks: last key byte,
+//!                                                                      last value byte
+//! inline entry with a deadline  [key][value][deadline u64 LE]   marks: last key byte,
+//!                                                                      last deadline byte
 //! ```
 //!
 //! Placement (ours; the bits above are the seed's). Inline key-values are packed byte by byte from
 //! byte 0 upwards: an entry may start in the middle of a slot, right after the previous entry's
 //! last value byte, so the set bits of the bitmap alternate "last key byte", "last value byte".
 //! Pointer slots, which must stay whole, are packed from slot 9 downwards. A slot's code says what
-//! it holds: INLINE_START if an inline entry starts inside it, INLINE_CONT if it only continues
-//! one, a pointer code, or EMPTY. The free space is the gap between the end of the inline bytes
-//! and the lowest pointer slot, so "is there room" is one comparison. Removing an entry shifts
-//! the entries behind it; that costs no extra memory access because the operation writes the
-//! bucket's one cache line anyway. A key-value with an empty value would set a single bit and
-//! break the alternation, so those are stored as records.
+//! it holds: INLINE or INLINE_DEADLINE if it holds inline bytes, a pointer code, or EMPTY. The
+//! free space is the gap between the end of the inline bytes and the lowest pointer slot, so "is
+//! there room" is one comparison. Removing an entry shifts the entries behind it; that costs no
+//! extra memory access because the operation writes the bucket's one cache line anyway. A
+//! key-value with an empty value would set a single bit and break the alternation, so those are
+//! stored as records.
 //!
 //! Why not the seed's slot-aligned placement: with 5-byte slots an 8 + 8-byte pair takes 4 slots
 //! (20 bytes), so a bucket holds 2 of them and 16-byte pairs cannot fill memory beyond about
 //! 0.47; packed, a bucket holds 3 (48 of 50 bytes). Sizes that are a multiple of 5 are stored
 //! exactly as before. BENCHMARKS.md ("Byte-packed inline key-values") has the measurements.
+//!
+//! Deadlines (issue 20, key expiry). An inline entry may carry its key's deadline (absolute ms,
+//! as in `record.rs`) in 8 bytes after its value, inside the value's marks, so the bitmap and
+//! every search over it are unchanged; its slot code says which entries do. The seed's two
+//! inline codes said "an entry starts in this slot" and "this slot only continues one", which
+//! the bitmap says too (`Marks::starts`), so code 2 now means INLINE_DEADLINE: "the last entry
+//! that starts in this slot carries a deadline". An entry with a deadline is at least 10 bytes
+//! (a 1-byte key, a 1-byte value, 8), so it runs past the end of the slot it starts in and IS
+//! the last entry starting there: the entry at byte p, n bytes long in all, has a deadline if
+//! and only if slot p / 5 has code 2 and p + n reaches that slot's end. Before that test the
+//! fast paths look at the middle bit of every code lane at once (one AND of the code word): it
+//! is set only by code 2 and the pointer codes 3, 6 and 7, so in a bucket of plain inline
+//! entries, all of them in a table without deadlines or records, a key costs that one test. A
+//! deadline costs 8 bytes of the bucket instead of a record (a 5-byte slot and a 32-byte block
+//! at least): BENCHMARKS.md ("Deadline cost in bytes") has the measurements.
 
+use super::record::{DEADLINE_BYTES, NO_DEADLINE};
 use crate::simd::{Baseline, ByteMatch};
 
 /// Hash slots per bucket.
@@ -56,8 +77,10 @@ const META_BYTES: usize = 64 - INLINE_BYTES_MAX;
 pub mod code {
     #[cfg_attr(not(test), allow(dead_code))] // the code of a zeroed slot: never written by name
     pub const EMPTY: u8 = 0;
-    pub const INLINE_START: u8 = 1;
-    pub const INLINE_CONT: u8 = 2;
+    /// Inline bytes; no entry that starts in this slot carries a deadline.
+    pub const INLINE: u8 = 1;
+    /// Inline bytes; the last entry that starts in this slot carries a deadline (module doc).
+    pub const INLINE_DEADLINE: u8 = 2;
     /// Codes 3..=6: pointer to a record of slab class 0..=3 (32..256 bytes) with a 2-byte header.
     pub const PTR_SMALL_FIRST: u8 = 3;
     #[allow(dead_code)] // the range's end, for the reader: `is_pointer` needs only its start
@@ -87,6 +110,14 @@ const _: () =
 
 /// Bit 0 of every 3-bit code lane.
 const LANE_LOW: u32 = 0b001_001_001_001_001_001_001_001_001_001;
+/// Bit 1 of every lane: set by INLINE_DEADLINE and by the pointer codes 3, 6 and 7, clear for
+/// EMPTY and INLINE (the fast paths' first test, see the module doc).
+const LANE_MID: u32 = LANE_LOW << 1;
+const _: () = assert!(code::INLINE_DEADLINE & 2 != 0 && code::INLINE & 2 == 0);
+// The middle bits of all ten lanes lie in bytes 56..60 (`has_deadline`).
+const _: () = assert!(CHAIN_SHIFT - 50 + 2 <= 32);
+// An entry with a deadline (at least a 1-byte key and value) runs past the slot it starts in.
+const _: () = assert!(1 + 1 + DEADLINE_BYTES > SLOT_BYTES);
 
 /// Lanes (bit 3s set) whose code equals `c`.
 #[inline(always)]
@@ -106,7 +137,10 @@ pub fn pointer_lanes(codes: u32) -> u32 {
 pub struct InlineEntry {
     pub pos: usize,
     pub klen: usize,
+    /// The value's bytes (the deadline's not included).
     pub vlen: usize,
+    /// Absolute deadline in ms, or `NO_DEADLINE`.
+    pub deadline: u64,
 }
 
 /// Parity of the bits at and below each position: 1 from an entry's last key byte up to, not
@@ -149,21 +183,19 @@ impl Marks {
         }
     }
 
-    /// Value length of the entry whose key ends at byte `key_end`.
+    /// Bytes from the key's end to the value's end mark (value and deadline) of the entry whose
+    /// key ends at byte `key_end`.
     #[inline(always)]
-    fn vlen_after(&self, key_end: usize) -> usize {
+    fn tail_after(&self, key_end: usize) -> usize {
         (self.value_ends >> (key_end + 1)).trailing_zeros() as usize + 1
     }
 
-    /// The entry starting at byte `pos` (which must be an entry start).
+    /// (key length, tail length) of the entry starting at byte `pos` (which must be an entry
+    /// start).
     #[inline(always)]
-    fn entry(&self, pos: usize) -> InlineEntry {
+    fn span(&self, pos: usize) -> (usize, usize) {
         let key_end = pos + (self.key_ends >> pos).trailing_zeros() as usize;
-        InlineEntry {
-            pos,
-            klen: key_end - pos + 1,
-            vlen: self.vlen_after(key_end),
-        }
+        (key_end - pos + 1, self.tail_after(key_end))
     }
 }
 
@@ -309,15 +341,85 @@ impl Bucket {
     pub fn inline_entry(&self, pos: usize) -> InlineEntry {
         let m = Marks::of(self.bitmap());
         debug_assert!(m.starts >> pos & 1 == 1, "no entry starts at byte {pos}");
-        m.entry(pos)
+        let (klen, tail) = m.span(pos);
+        self.entry_at(pos, klen, tail)
     }
 
-    /// Finds the inline entry whose key is `key`: (byte position, value length). The hot path
-    /// of GET. Candidates are the bytes that may start an entry (byte 0, or one after a mark)
-    /// holding the key's first byte, whose byte `key.len() - 1` further on holds its last byte
-    /// and carries a mark; one SIMD comparison per 16 bytes finds them all, so nearly every
-    /// probe compares one key or none. A candidate is an entry of a key this long only if an
-    /// even number of marks (whole entries) lies below it and its first mark is that one.
+    /// The entry at byte `pos` whose key is `klen` bytes and whose value's end mark is `tail`
+    /// bytes after the key, with its deadline if it carries one.
+    #[inline(always)]
+    fn entry_at(&self, pos: usize, klen: usize, tail: usize) -> InlineEntry {
+        if self.has_deadline(pos, klen + tail) {
+            let o = pos + klen + tail - DEADLINE_BYTES;
+            let d = u64::from_le_bytes(self.bytes[o..o + 8].try_into().expect("8 bytes"));
+            InlineEntry {
+                pos,
+                klen,
+                vlen: tail - DEADLINE_BYTES,
+                deadline: d,
+            }
+        } else {
+            InlineEntry {
+                pos,
+                klen,
+                vlen: tail,
+                deadline: NO_DEADLINE,
+            }
+        }
+    }
+
+    /// Whether the inline entry at byte `pos`, `len` bytes long in all (key and tail, as
+    /// `find_inline` gives them), carries a deadline in its last 8 bytes. One test of the code
+    /// word when no slot of the bucket has code 2 (module doc).
+    #[inline(always)]
+    pub fn has_deadline(&self, pos: usize, len: usize) -> bool {
+        // The codes start at bit 2 of byte 56, so the lanes' middle bits are bits 3s + 3 of
+        // bytes 56..60: one test of memory against a constant.
+        let w = u32::from_le_bytes(self.bytes[56..60].try_into().expect("4 bytes"));
+        w & (LANE_MID << 2) != 0 && self.deadline_code_names(pos, len)
+    }
+
+    /// The precise half of `has_deadline`, out of the fast paths' way: the start slot's code is
+    /// INLINE_DEADLINE and the entry is the last one starting in it.
+    #[cold]
+    #[inline(never)]
+    fn deadline_code_names(&self, pos: usize, len: usize) -> bool {
+        let s = pos / SLOT_BYTES;
+        self.code(s) == code::INLINE_DEADLINE && pos + len >= (s + 1) * SLOT_BYTES
+    }
+
+    /// Bit p set: the entry starting at byte p carries a deadline.
+    fn deadline_starts(&self, m: &Marks) -> u64 {
+        let mut lanes = lanes_equal(self.codes(), code::INLINE_DEADLINE);
+        let mut out = 0u64;
+        while lanes != 0 {
+            let s = lanes.trailing_zeros() as usize / 3;
+            lanes &= lanes - 1;
+            let in_slot = m.starts & (0x1f << (s * SLOT_BYTES));
+            debug_assert!(
+                in_slot != 0,
+                "slot {s} has code 2 but no entry starts in it"
+            );
+            out |= 1 << (63 - in_slot.leading_zeros());
+        }
+        out
+    }
+
+    /// Finds the inline entry whose key is `key`, with its deadline.
+    #[inline(always)]
+    pub fn find_inline_entry(&self, key: &[u8]) -> Option<InlineEntry> {
+        let (pos, tail) = self.find_inline(key)?;
+        Some(self.entry_at(pos, key.len(), tail))
+    }
+
+    /// Finds the inline entry whose key is `key`: (byte position, tail length), the tail being
+    /// the value, and the deadline's 8 bytes after it if the entry carries one (ask
+    /// `has_deadline`). The hot path of GET. Candidates are the bytes that may start an entry
+    /// (byte 0, or one after a mark) holding the key's first byte, whose byte `key.len() - 1`
+    /// further on holds its last byte and carries a mark; one SIMD comparison per 16 bytes
+    /// finds them all, so nearly every probe compares one key or none. A candidate is an entry
+    /// of a key this long only if an even number of marks (whole entries) lies below it and its
+    /// first mark is that one.
     #[inline(always)]
     pub fn find_inline(&self, key: &[u8]) -> Option<(usize, usize)> {
         self.find_inline_with(key, Baseline)
@@ -387,7 +489,8 @@ impl Bucket {
             }
             let pos = starts.trailing_zeros() as usize;
             starts &= starts - 1;
-            Some(m.entry(pos))
+            let (klen, tail) = m.span(pos);
+            Some(self.entry_at(pos, klen, tail))
         })
     }
 
@@ -414,42 +517,70 @@ impl Bucket {
     }
 
     /// Recomputes the codes of the inline slots (all slots below the pointer slots) from the
-    /// bitmap.
-    fn set_inline_codes(&mut self) {
-        let m = Marks::of(self.bitmap());
+    /// bitmap and `deadline_starts` (bit p set: the entry starting at byte p carries a
+    /// deadline).
+    fn set_inline_codes(&mut self, deadline_starts: u64) {
+        let end = self.inline_end();
         let codes = self.codes();
         let first_pointer = SLOTS - self.pointer_slots();
         let mut new = codes & !((1u32 << (3 * first_pointer)) - 1);
         for s in 0..first_pointer {
             let lo = s * SLOT_BYTES;
-            if lo >= m.end {
+            if lo >= end {
                 break;
             }
-            let c = if (m.starts >> lo) & 0x1f != 0 {
-                code::INLINE_START
+            let c = if (deadline_starts >> lo) & 0x1f != 0 {
+                code::INLINE_DEADLINE
             } else {
-                code::INLINE_CONT
+                code::INLINE
             };
             new |= (c as u32) << (3 * s);
         }
         self.set_codes(new);
     }
 
-    /// Appends an inline key-value after the inline entries. Returns its byte position, or None
-    /// if the free space is too short. The value must not be empty (see the module doc).
+    /// Appends an inline key-value without a deadline; see `push_inline_with_deadline`.
+    #[cfg(test)]
     pub fn push_inline(&mut self, key: &[u8], value: &[u8]) -> Option<usize> {
+        self.push_inline_with_deadline(key, value, NO_DEADLINE)
+    }
+
+    /// Appends an inline key-value, with `deadline` in 8 bytes after the value unless it is
+    /// `NO_DEADLINE`, after the inline entries. Returns its byte position, or None if the free
+    /// space is too short. The value must not be empty (see the module doc).
+    pub fn push_inline_with_deadline(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        deadline: u64,
+    ) -> Option<usize> {
+        let timed = deadline != NO_DEADLINE;
         let kv_len = key.len() + value.len();
-        assert!(!key.is_empty() && !value.is_empty() && kv_len <= INLINE_BYTES_MAX);
-        if !self.fits_inline(kv_len) {
+        let len = kv_len + if timed { DEADLINE_BYTES } else { 0 };
+        assert!(!key.is_empty() && !value.is_empty() && len <= INLINE_BYTES_MAX);
+        if !self.fits_inline(len) {
             return None;
         }
+        let bitmap = self.bitmap();
+        let starts =
+            self.deadline_starts(&Marks::of(bitmap)) | u64::from(timed) << self.inline_end();
         let pos = self.inline_end();
         self.bytes[pos..pos + key.len()].copy_from_slice(key);
         self.bytes[pos + key.len()..pos + kv_len].copy_from_slice(value);
-        let bitmap = self.bitmap() | 1u64 << (pos + key.len() - 1) | 1u64 << (pos + kv_len - 1);
-        self.set_bitmap(bitmap);
-        self.set_inline_codes();
+        if timed {
+            self.bytes[pos + kv_len..pos + len].copy_from_slice(&deadline.to_le_bytes());
+        }
+        self.set_bitmap(bitmap | 1u64 << (pos + key.len() - 1) | 1u64 << (pos + len - 1));
+        self.set_inline_codes(starts);
         Some(pos)
+    }
+
+    /// Overwrites the deadline of the inline entry `e`, which carries one, with `deadline`.
+    pub fn set_inline_deadline(&mut self, e: &InlineEntry, deadline: u64) {
+        assert!(e.deadline != NO_DEADLINE && deadline != NO_DEADLINE);
+        debug_assert_eq!(*e, self.inline_entry(e.pos));
+        let o = e.pos + e.klen + e.vlen;
+        self.bytes[o..o + DEADLINE_BYTES].copy_from_slice(&deadline.to_le_bytes());
     }
 
     /// Replaces the value of the inline entry at byte `pos` (key of `klen` bytes) with `value`
@@ -495,15 +626,19 @@ impl Bucket {
 
     /// Removes the inline entry at byte `pos` and shifts the entries behind it left.
     pub fn remove_inline(&mut self, pos: usize) {
-        let e = self.inline_entry(pos);
-        let len = e.klen + e.vlen;
-        let end = self.inline_end();
+        let bitmap = self.bitmap();
+        let m = Marks::of(bitmap);
+        debug_assert!(m.starts >> pos & 1 == 1, "no entry starts at byte {pos}");
+        let (klen, tail) = m.span(pos);
+        let len = klen + tail;
+        let end = m.end;
         self.bytes.copy_within(pos + len..end, pos);
         self.bytes[end - len..end].fill(0);
-        let bitmap = self.bitmap();
-        let low = bitmap & ((1u64 << pos) - 1);
-        self.set_bitmap(low | ((bitmap >> (pos + len)) << pos));
-        self.set_inline_codes();
+        // Bits [pos, pos + len) go, the ones above move down with their bytes.
+        let cut = |x: u64| (x & ((1u64 << pos) - 1)) | ((x >> (pos + len)) << pos);
+        let starts = cut(self.deadline_starts(&m));
+        self.set_bitmap(cut(bitmap));
+        self.set_inline_codes(starts);
     }
 
     /// Removes the pointer in slot `slot` and shifts the pointer slots below it up.
@@ -538,17 +673,22 @@ mod tests {
             end <= (SLOTS - ptrs) * SLOT_BYTES,
             "inline bytes run into pointer slots"
         );
-        let starts: Vec<usize> = b.inline_entries().map(|e| e.pos).collect();
+        // Every slot with code 2 names the entry with a deadline that starts in it.
+        let timed: Vec<usize> = b
+            .inline_entries()
+            .filter(|e| e.deadline != NO_DEADLINE)
+            .map(|e| e.pos)
+            .collect();
         for s in 0..SLOTS {
             let want = if s >= SLOTS - ptrs {
                 assert!(code::is_pointer(b.code(s)), "slot {s} {:?}", b);
                 continue;
             } else if s * SLOT_BYTES >= end {
                 code::EMPTY
-            } else if starts.iter().any(|&p| p / SLOT_BYTES == s) {
-                code::INLINE_START
+            } else if timed.iter().any(|&p| p / SLOT_BYTES == s) {
+                code::INLINE_DEADLINE
             } else {
-                code::INLINE_CONT
+                code::INLINE
             };
             assert_eq!(b.code(s), want, "slot {s} of {b:?}");
         }
@@ -599,9 +739,9 @@ mod tests {
         assert_eq!(b.push_inline(b"k", b"v"), Some(48)); // 2 bytes left: a 1 + 1 pair fits
         assert_eq!(b.free_bytes(), 0);
         // Entries start mid-slot: 16 is in slot 3, 32 in slot 6.
-        assert_eq!(b.code(3), code::INLINE_START);
-        assert_eq!(b.code(6), code::INLINE_START);
-        assert_eq!(b.code(4), code::INLINE_CONT);
+        assert_eq!(b.code(3), code::INLINE);
+        assert_eq!(b.code(6), code::INLINE);
+        assert_eq!(b.code(4), code::INLINE);
         for i in 0..3u8 {
             let key = [b'k', b'e', b'y', 0, 0, 0, 0, i];
             let (pos, vlen) = b.find_inline(&key).unwrap();
@@ -882,6 +1022,132 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A key-value with a deadline at every byte offset, behind a plain entry of every length
+    /// (so the two share a start slot or not) and before a short plain one: each is found with
+    /// its own value and deadline, and only the one with a deadline has one.
+    #[test]
+    fn an_entry_with_a_deadline_round_trips_in_every_position() {
+        for pre in (0..=40usize).filter(|&p| p != 1) {
+            for klen in 1..=8usize {
+                for vlen in 1..=(42 - pre).saturating_sub(klen).min(12) {
+                    let mut b = Bucket::default();
+                    if pre >= 2 {
+                        b.push_inline(&vec![0xaa; pre - 1], b"p").unwrap();
+                    }
+                    let key: Vec<u8> = (0..klen as u8).map(|x| x.wrapping_mul(13) | 1).collect();
+                    let value: Vec<u8> = (0..vlen as u8).map(|x| x ^ 0x5a).collect();
+                    let d = 0x0102_0304_0506_0708 + pre as u64;
+                    assert_eq!(b.push_inline_with_deadline(&key, &value, d), Some(pre));
+                    let after = b.push_inline(b"z", b"y");
+                    let e = b.find_inline_entry(&key).unwrap();
+                    assert_eq!((e.pos, e.klen, e.vlen, e.deadline), (pre, klen, vlen, d));
+                    assert_eq!(b.inline_value(&e), &value[..]);
+                    assert_eq!(b.find_inline(&key), Some((pre, vlen + 8)));
+                    assert!(b.has_deadline(pre, klen + vlen + 8));
+                    if pre >= 2 {
+                        let p = b.find_inline_entry(&vec![0xaa; pre - 1]).unwrap();
+                        assert_eq!((p.pos, p.vlen, p.deadline), (0, 1, NO_DEADLINE));
+                    }
+                    if let Some(at) = after {
+                        let z = b.find_inline_entry(b"z").unwrap();
+                        assert_eq!((z.pos, z.vlen, z.deadline), (at, 1, NO_DEADLINE));
+                    }
+                    check_codes(&b);
+                }
+            }
+        }
+    }
+
+    /// Random pushes (half with a deadline) and removes against a list of what was stored:
+    /// removing an entry shifts the ones behind it, and their deadlines move with them.
+    #[test]
+    fn entries_keep_their_deadlines_through_pushes_and_removes() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..3000u64 {
+            let mut b = Bucket::default();
+            let mut model: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+            if round % 3 == 0 {
+                b.push_pointer(code::PTR_LARGE, 1, 2).unwrap();
+            }
+            for step in 0..40u64 {
+                if !model.is_empty() && next(3) == 0 {
+                    let (k, _, _) = model.remove(next(model.len() as u64) as usize);
+                    let (pos, _) = b.find_inline(&k).unwrap();
+                    b.remove_inline(pos);
+                } else {
+                    let klen = 1 + next(9) as usize;
+                    let vlen = 1 + next(9) as usize;
+                    let mut k: Vec<u8> = (0..klen).map(|_| b'a' + next(2) as u8).collect();
+                    k.push(step as u8); // distinct keys
+                    let v: Vec<u8> = (0..vlen).map(|_| b'a' + next(2) as u8).collect();
+                    let d = if next(2) == 0 {
+                        NO_DEADLINE
+                    } else {
+                        1 + next(1 << 40)
+                    };
+                    let room = k.len() + vlen + if d == NO_DEADLINE { 0 } else { 8 };
+                    let fits = room <= b.free_bytes();
+                    assert_eq!(b.push_inline_with_deadline(&k, &v, d).is_some(), fits);
+                    if fits {
+                        model.push((k, v, d));
+                    }
+                }
+                let got: Vec<(Vec<u8>, Vec<u8>, u64)> = b
+                    .inline_entries()
+                    .map(|e| {
+                        (
+                            b.inline_key(&e).to_vec(),
+                            b.inline_value(&e).to_vec(),
+                            e.deadline,
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, model, "round {round} step {step}: {b:?}");
+                for (k, v, d) in &model {
+                    let e = b.find_inline_entry(k).unwrap();
+                    assert_eq!((b.inline_value(&e), e.deadline), (&v[..], *d));
+                }
+                check_codes(&b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_deadline_and_the_value_before_it_change_in_place() {
+        let mut b = Bucket::default();
+        b.push_inline(b"a", b"1").unwrap();
+        b.push_inline_with_deadline(b"key", b"value", 77).unwrap();
+        b.push_inline(b"b", b"2").unwrap();
+        let e = b.find_inline_entry(b"key").unwrap();
+        b.replace_inline_value(e.pos, e.klen, b"VALUE");
+        b.set_inline_deadline(&e, 1 << 50);
+        let e = b.find_inline_entry(b"key").unwrap();
+        assert_eq!((b.inline_value(&e), e.deadline), (&b"VALUE"[..], 1 << 50));
+        assert_eq!(b.find_inline(b"b"), Some((2 + 16, 1)));
+        check_codes(&b);
+    }
+
+    #[test]
+    fn without_deadlines_the_first_test_decides() {
+        // Plain inline entries leave the middle bit of every code lane clear, so
+        // `has_deadline` answers from the code word alone.
+        let mut b = Bucket::default();
+        b.push_inline(b"key-0001", b"value-01").unwrap();
+        b.push_inline(b"key-0002", b"value-02").unwrap();
+        assert_eq!(b.codes() & LANE_MID, 0);
+        assert!(!b.has_deadline(0, 16));
+        b.push_inline_with_deadline(b"k", b"v", 5).unwrap();
+        assert_ne!(b.codes() & LANE_MID, 0);
+        assert!(!b.has_deadline(0, 16) && !b.has_deadline(16, 16) && b.has_deadline(32, 10));
+        assert_eq!(b.inline_end(), 42);
     }
 }
 

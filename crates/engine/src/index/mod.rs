@@ -58,6 +58,8 @@ pub enum LocKind {
     Inline {
         klen: usize,
         vlen: usize,
+        /// Absolute deadline in ms, or `record::NO_DEADLINE`.
+        deadline: u64,
     },
     Record {
         rec: usize,
@@ -72,12 +74,11 @@ pub enum LocKind {
 }
 
 impl Loc {
-    /// The key's deadline (ms since the epoch), or `record::NO_DEADLINE`: inline keys have none.
+    /// The key's deadline (ms since the epoch), or `record::NO_DEADLINE`.
     #[inline(always)]
     pub fn deadline(&self) -> u64 {
         match self.kind {
-            LocKind::Record { deadline, .. } => deadline,
-            LocKind::Inline { .. } => record::NO_DEADLINE,
+            LocKind::Record { deadline, .. } | LocKind::Inline { deadline, .. } => deadline,
         }
     }
 }
@@ -140,6 +141,10 @@ impl<'a> MainIndex<'a> {
         let b = self.bucket(h);
         if key.len() < self.inline_threshold {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
+                // A key with a deadline goes the general way, which expires it.
+                if b.has_deadline(pos, key.len() + vlen) {
+                    return MainProbe::Elsewhere;
+                }
                 let o = pos + key.len();
                 return MainProbe::Found(&b.bytes[o..o + vlen]);
             }
@@ -255,6 +260,9 @@ pub struct Table {
     inline_threshold: usize,
     top_class: u8,
     counts: TableCounts,
+    /// Inline keys without a deadline: when they are all the keys, the main-bucket fast paths
+    /// decide everything (`has_records`).
+    plain_inline_keys: u64,
 }
 
 impl Table {
@@ -274,6 +282,7 @@ impl Table {
             inline_threshold: inline_threshold.min(INLINE_BYTES_MAX + 1),
             top_class,
             counts: TableCounts::default(),
+            plain_inline_keys: 0,
         }
     }
 
@@ -281,11 +290,12 @@ impl Table {
         self.counts
     }
 
-    /// Whether any key-value is stored as a record (pointer slots exist); without records,
-    /// a key that is not inline in a bucket is not in it at all.
+    /// Whether any key-value is stored as a record (pointer slots exist) or inline with a
+    /// deadline. Without either, a key that is not inline in a bucket is not in it at all, and
+    /// one that is has no deadline, so the chain walks below need no general lookup.
     #[inline(always)]
     pub fn has_records(&self) -> bool {
-        self.counts.keys > self.counts.inline_keys
+        self.counts.keys > self.plain_inline_keys
     }
 
     pub fn slab(&self) -> &SlabAllocator {
@@ -403,7 +413,7 @@ impl Table {
     /// were read.
     #[inline(always)]
     pub fn get_in_chain(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> (Option<&[u8]>, u64) {
-        debug_assert_eq!(self.counts.keys, self.counts.inline_keys);
+        debug_assert_eq!(self.counts.keys, self.plain_inline_keys);
         let mut hops = 0u64;
         if key.len() >= self.inline_threshold {
             return (None, hops);
@@ -442,7 +452,8 @@ impl Table {
         // The main bucket first, on its own: where nearly every key is.
         let (mut off, b) = self.main_bucket_ref(h);
         match b.find_inline_with(key, simd) {
-            Some((pos, vlen)) if vlen == value.len() => {
+            // A plain PUT clears a deadline: one is left to the general path.
+            Some((pos, vlen)) if vlen == value.len() && !b.has_deadline(pos, key.len() + vlen) => {
                 self.bucket_mut(off)
                     .replace_inline_value(pos, key.len(), value);
                 return Some(1);
@@ -451,8 +462,8 @@ impl Table {
             None if self.has_records() => return None,
             None => {}
         }
-        // Without records, a key that is not inline in a bucket is not in it at all: walk
-        // the chain.
+        // Without records, a key that is not inline in a bucket is not in it at all, and no
+        // inline key has a deadline: walk the chain.
         let mut read = 1u64;
         let mut next = b.chain();
         while let Some(p) = next {
@@ -492,6 +503,10 @@ impl Table {
         }
         let (off, b) = self.main_bucket_ref(h);
         let (pos, vlen) = b.find_inline_with(key, simd)?;
+        // A key with a deadline goes the general way, which expires it.
+        if b.has_deadline(pos, key.len() + vlen) {
+            return None;
+        }
         Some(self.arena.slice_mut(off + pos + key.len(), vlen))
     }
 
@@ -507,15 +522,16 @@ impl Table {
             acc.read_bucket(off);
             let b = self.bucket(off);
             if may_inline {
-                if let Some((pos, vlen)) = b.find_inline(key) {
+                if let Some(e) = b.find_inline_entry(key) {
                     let kind = LocKind::Inline {
-                        klen: key.len(),
-                        vlen,
+                        klen: e.klen,
+                        vlen: e.vlen,
+                        deadline: e.deadline,
                     };
                     return Some(Loc {
                         bucket: off,
                         prev,
-                        pos,
+                        pos: e.pos,
                         kind,
                     });
                 }
@@ -599,7 +615,7 @@ impl Table {
     #[inline]
     pub fn value(&self, loc: &Loc) -> &[u8] {
         match loc.kind {
-            LocKind::Inline { klen, vlen } => {
+            LocKind::Inline { klen, vlen, .. } => {
                 let o = loc.bucket + loc.pos + klen;
                 self.arena.slice(o, vlen)
             }
@@ -613,11 +629,15 @@ impl Table {
         }
     }
 
-    /// Whether a key-value is stored inline: below the threshold, and with a value (an empty
-    /// value would break the bitmap's alternation of key and value marks; see `bucket`).
-    fn is_inline(&self, klen: usize, vlen: usize) -> bool {
+    /// Whether a key-value (with a deadline if `deadline`) is stored inline: below the
+    /// threshold, with a value (an empty value would break the bitmap's alternation of key and
+    /// value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
+    /// threshold is the tuner's choice of which sizes of key-value go inline (`config::tune`),
+    /// so it applies to the key-value, not to its deadline.
+    fn is_inline(&self, klen: usize, vlen: usize, deadline: bool) -> bool {
         let kv_len = klen + vlen;
-        vlen > 0 && kv_len < self.inline_threshold && kv_len <= INLINE_BYTES_MAX
+        let stored = kv_len + if deadline { record::DEADLINE_BYTES } else { 0 };
+        vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the
@@ -627,7 +647,7 @@ impl Table {
         let meta_share = |slot_bytes: usize| {
             (slot_bytes * (LINE_BYTES - INLINE_BYTES_MAX)).div_ceil(INLINE_BYTES_MAX)
         };
-        if self.is_inline(klen, vlen) {
+        if self.is_inline(klen, vlen, false) {
             return klen + vlen + meta_share(klen + vlen);
         }
         let block = record::layout(klen, vlen, self.top_class, false)
@@ -659,8 +679,8 @@ impl Table {
         Ok(())
     }
 
-    /// Replaces the value where it is when the new key-value needs the same space. Returns false
-    /// when it does not.
+    /// Replaces the value (and deadline) where it is when the new key-value needs the same
+    /// space, or fits the same bucket. Returns false when it does not.
     fn rewrite_in_place(
         &mut self,
         key: &[u8],
@@ -669,36 +689,42 @@ impl Table {
         deadline: u64,
         acc: &mut Access,
     ) -> bool {
-        let kv_len = key.len() + value.len();
         let timed = deadline != record::NO_DEADLINE;
-        let inline = !timed && self.is_inline(key.len(), value.len());
-        match o.kind {
-            LocKind::Inline { klen, vlen } if inline => {
-                if vlen == value.len() {
-                    // The key is the one stored there: only the value changes.
-                    self.bucket_mut(o.bucket)
-                        .replace_inline_value(o.pos, klen, value);
-                    acc.write(o.bucket, LINE_BYTES);
-                    self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
-                    return true;
+        let was_timed = o.deadline() != record::NO_DEADLINE;
+        let inline = self.is_inline(key.len(), value.len(), timed);
+        let old_kv_len = match o.kind {
+            LocKind::Inline { klen, vlen, .. } if inline => {
+                if vlen == value.len() && timed == was_timed {
+                    // The key is the one stored there: only the value and deadline change.
+                    let b = self.bucket_mut(o.bucket);
+                    b.replace_inline_value(o.pos, klen, value);
+                    if timed {
+                        let e = bucket::InlineEntry {
+                            pos: o.pos,
+                            klen,
+                            vlen,
+                            deadline: o.deadline(),
+                        };
+                        b.set_inline_deadline(&e, deadline);
+                    }
+                } else {
+                    // Same bucket if it has room once the old entry is gone.
+                    let mut b = *self.bucket(o.bucket);
+                    b.remove_inline(o.pos);
+                    if b.push_inline_with_deadline(key, value, deadline).is_none() {
+                        return false;
+                    }
+                    *self.bucket_mut(o.bucket) = b;
                 }
-                // Same bucket if it has room once the old entry is gone.
-                let mut b = *self.bucket(o.bucket);
-                b.remove_inline(o.pos);
-                if b.push_inline(key, value).is_none() {
-                    return false;
-                }
-                *self.bucket_mut(o.bucket) = b;
                 acc.write(o.bucket, LINE_BYTES);
-                self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
-                true
+                klen + vlen
             }
             LocKind::Record {
                 rec,
                 slot_code,
                 class,
+                klen,
                 vlen,
-                deadline: old_deadline,
                 ..
             } if !inline => {
                 let Some(l) = record::layout(key.len(), value.len(), self.top_class, timed) else {
@@ -714,15 +740,32 @@ impl Table {
                     deadline,
                     self.arena.slice_mut(rec, class_size_bytes(class)),
                 );
-                acc.write(rec, l.header + kv_len);
-                self.counts.kv_bytes = self.counts.kv_bytes + value.len() as u64 - vlen as u64;
-                let was_timed = old_deadline != record::NO_DEADLINE;
-                self.counts.expiring_keys =
-                    self.counts.expiring_keys + u64::from(timed) - u64::from(was_timed);
-                true
+                acc.write(rec, l.header + key.len() + value.len());
+                klen + vlen
             }
-            _ => false,
-        }
+            _ => return false,
+        };
+        self.count_out(old_kv_len, inline, was_timed);
+        self.count_in(key.len() + value.len(), inline, timed);
+        true
+    }
+
+    /// A key-value of `kv_len` bytes joins the totals.
+    fn count_in(&mut self, kv_len: usize, inline: bool, timed: bool) {
+        self.counts.keys += 1;
+        self.counts.kv_bytes += kv_len as u64;
+        self.counts.inline_keys += u64::from(inline);
+        self.counts.expiring_keys += u64::from(timed);
+        self.plain_inline_keys += u64::from(inline && !timed);
+    }
+
+    /// A key-value of `kv_len` bytes leaves the totals.
+    fn count_out(&mut self, kv_len: usize, inline: bool, timed: bool) {
+        self.counts.keys -= 1;
+        self.counts.kv_bytes -= kv_len as u64;
+        self.counts.inline_keys -= u64::from(inline);
+        self.counts.expiring_keys -= u64::from(timed);
+        self.plain_inline_keys -= u64::from(inline && !timed);
     }
 
     /// Adds a key-value that is not in the table.
@@ -736,8 +779,12 @@ impl Table {
     ) -> Result<(), OpError> {
         let kv_len = key.len() + value.len();
         let timed = deadline != record::NO_DEADLINE;
-        let inline = !timed && self.is_inline(key.len(), value.len());
-        let need = if inline { kv_len } else { 0 };
+        let inline = self.is_inline(key.len(), value.len(), timed);
+        let need = match (inline, timed) {
+            (false, _) => 0,
+            (true, false) => kv_len,
+            (true, true) => kv_len + record::DEADLINE_BYTES,
+        };
         let rec = if inline {
             None
         } else {
@@ -763,8 +810,8 @@ impl Table {
         let mut b = *self.bucket(target);
         match rec {
             None => {
-                b.push_inline(key, value).expect("bucket checked for room");
-                self.counts.inline_keys += 1;
+                b.push_inline_with_deadline(key, value, deadline)
+                    .expect("bucket checked for room");
             }
             Some((l, addr)) => {
                 let off = addr as usize * SLAB_UNIT_BYTES;
@@ -782,9 +829,7 @@ impl Table {
         }
         *self.bucket_mut(target) = b;
         acc.write(target, LINE_BYTES);
-        self.counts.expiring_keys += u64::from(timed);
-        self.counts.keys += 1;
-        self.counts.kv_bytes += kv_len as u64;
+        self.count_in(kv_len, inline, timed);
         Ok(())
     }
 
@@ -826,28 +871,24 @@ impl Table {
     /// the bucket.
     pub fn remove(&mut self, loc: &Loc, acc: &mut Access) {
         let mut b = *self.bucket(loc.bucket);
-        let kv_len = match loc.kind {
-            LocKind::Inline { klen, vlen } => {
+        let (kv_len, inline) = match loc.kind {
+            LocKind::Inline { klen, vlen, .. } => {
                 b.remove_inline(loc.pos);
-                self.counts.inline_keys -= 1;
-                klen + vlen
+                (klen + vlen, true)
             }
             LocKind::Record {
                 rec,
                 class,
                 klen,
                 vlen,
-                deadline,
                 ..
             } => {
-                self.counts.expiring_keys -= u64::from(deadline != record::NO_DEADLINE);
                 b.remove_pointer(loc.pos);
                 self.slab.free((rec / SLAB_UNIT_BYTES) as u32, class);
-                klen + vlen
+                (klen + vlen, false)
             }
         };
-        self.counts.keys -= 1;
-        self.counts.kv_bytes -= kv_len as u64;
+        self.count_out(kv_len, inline, loc.deadline() != record::NO_DEADLINE);
         if b.is_empty() && loc.prev != NO_BUCKET {
             let next = b.chain();
             self.bucket_mut(loc.prev).set_chain(next);
@@ -874,7 +915,7 @@ impl Table {
         need: &mut [u32; CLASS_COUNT_MAX],
     ) -> Result<(), OpError> {
         need[usize::from(CHAIN_CLASS)] += 1;
-        if deadline || !self.is_inline(klen, vlen) {
+        if !self.is_inline(klen, vlen, deadline) {
             let l = record::layout(klen, vlen, self.top_class, deadline).ok_or(
                 OpError::ValueTooLarge {
                     len: vlen,
@@ -965,7 +1006,7 @@ impl Table {
             loop {
                 let b = self.bucket(off);
                 for e in b.inline_entries() {
-                    f(b.inline_key(&e), b.inline_value(&e), record::NO_DEADLINE);
+                    f(b.inline_key(&e), b.inline_value(&e), e.deadline);
                 }
                 for s in b.pointer_slot_list() {
                     let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;

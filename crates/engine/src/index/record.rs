@@ -16,17 +16,17 @@
 //!
 //! A key's deadline (issue 20, key expiry: an absolute time in milliseconds since the Unix
 //! epoch) lives in its record's header, so finding the key finds its deadline with no second
-//! lookup, and a key with a deadline is always a record, never inline in a bucket: inline keys,
-//! the fast paths' GET and PUT, pay nothing for expiry. Byte 1's top bit is free in both
-//! headers: a small record's pad is below 128 (the record fills more than half of a class of at
-//! most 256 bytes, or the class is 32 bytes) and a large record's class is below 32.
+//! lookup. (A key-value small enough to be inline carries its deadline in the bucket instead,
+//! after its value: `bucket.rs`.) Byte 1's top bit is free in both headers: a small record's
+//! pad is below 128 (the record fills more than half of a class of at most 256 bytes, or the
+//! class is 32 bytes) and a large record's class is below 32.
 
 use super::bucket::code;
 use crate::slab::{class_for_size, class_size_bytes};
 
 pub const SMALL_HEADER_BYTES: usize = 2;
 pub const LARGE_HEADER_BYTES: usize = 6;
-/// Bytes of a deadline in a record header.
+/// Bytes of a deadline in a record header, or after an inline entry's value.
 pub const DEADLINE_BYTES: usize = 8;
 /// The longest header: a large record's with a deadline. Every record is at least one slab
 /// unit (32 bytes), so reading this many bytes from a record's start stays inside it.

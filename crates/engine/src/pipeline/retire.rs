@@ -136,8 +136,7 @@ impl Pipeline<'_> {
 
     /// `Table::lookup` with key expiry: a key whose deadline is at or before `now` is removed
     /// and reported missing, so that no operation ever sees it. Every lookup of the pipeline
-    /// goes through here (the main-bucket fast paths see only inline keys, which have no
-    /// deadline).
+    /// goes through here (the main-bucket fast paths leave keys with a deadline to it).
     #[inline(always)]
     fn lookup_live(&mut self, key: &[u8], h: u64) -> Option<Loc> {
         let loc = self.table.lookup(key, h, self.access)?;
