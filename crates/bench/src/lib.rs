@@ -11,6 +11,7 @@
 //!   report/    what net runs print: tables, CSV, charts, the progress bar
 //!   soak/      every issue 19 attack at once against one server, with well-behaved clients
 //!                measuring latency and lost writes (`bench soak`, scripts/soak.sh)
+//!   evict.rs   eviction hit ratio against an exact LRU (bin evict-hit-ratio)
 //!   dist.rs    key distributions, shared by engine/ and net/
 //! ```
 //!
@@ -28,6 +29,7 @@
 
 pub mod dist;
 pub mod engine;
+pub mod evict;
 pub mod machine;
 pub mod net;
 pub mod ocsm;

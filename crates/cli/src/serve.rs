@@ -96,6 +96,14 @@ pub struct ServeFlags {
     /// resident from the start.
     #[arg(long, value_parser = parse_yes_no)]
     prefault_index: Option<bool>,
+    /// What goes when a shard's arena runs short, by Redis's names: noeviction (default:
+    /// writes answer out-of-memory), allkeys-lru, allkeys-random, volatile-lru, volatile-ttl,
+    /// volatile-random. CONFIG SET maxmemory-policy changes it live.
+    #[arg(long)]
+    maxmemory_policy: Option<String>,
+    /// Share of the arena eviction keeps free (default 0.01, at most 0.5).
+    #[arg(long)]
+    eviction_watermark: Option<f64>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -202,6 +210,12 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(p) = f.prefault_index {
         cfg.prefault_index = p;
+    }
+    if let Some(p) = f.maxmemory_policy {
+        cfg.maxmemory_policy = p;
+    }
+    if let Some(w) = f.eviction_watermark {
+        cfg.eviction_watermark = w;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

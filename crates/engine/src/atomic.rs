@@ -64,38 +64,52 @@ pub(crate) fn check(
     let mut need = [0u32; CLASS_COUNT_MAX];
     let mut acc = crate::index::Access::default();
     for op in ops {
-        // A write that may keep or set a deadline may need a record where it would be inline
-        // without one (`index/record.rs`), so those count a record's block.
-        let (vlen, deadline) = match op.kind {
-            OpKind::Put | OpKind::PutNx | OpKind::PutXx => (op.arg.len(), false),
-            OpKind::PutExpire => (op.arg.len(), true),
-            OpKind::Cas => (op.arg2.len(), true),
-            OpKind::IncrBy => (INCR_VALUE_BYTES_MAX, true),
-            OpKind::Get | OpKind::Delete | OpKind::Reduce | OpKind::Filter | OpKind::Ttl => {
-                continue
-            }
-            // The value stays and is rewritten with its new deadline (or none): the blocks a
-            // write of its own length may take.
-            OpKind::Expire | OpKind::GetEx | OpKind::Persist => {
-                let h = crate::hash::key_hash(op.key);
-                match table.lookup(op.key, h, &mut acc) {
-                    Some(l) => (table.value(&l).len(), op.kind != OpKind::Persist),
-                    None => continue,
-                }
-            }
-            OpKind::Append
-            | OpKind::IncrByFloat
-            | OpKind::UpdateS2S
-            | OpKind::UpdateS2V
-            | OpKind::UpdateV2V
-            | OpKind::SetRange
-            | OpKind::SetBit => (limits.value_len_max, true),
-        };
-        table.write_blocks_max(op.key.len(), vlen, deadline, &mut need)?;
+        write_blocks(table, limits, op, &mut acc, &mut need)?;
     }
     if table.trial_alloc(&need, taken) {
         Ok(())
     } else {
         Err(OpError::OutOfMemory)
     }
+}
+
+/// Adds to `need` the blocks one operation's write may allocate, at most (the bound the module
+/// comment gives for each kind); reads add nothing. Eviction (`crate::evict`) frees this much
+/// ahead of a batch. Fails as the write would for a key-value larger than the top class.
+pub(crate) fn write_blocks(
+    table: &Table,
+    limits: &Limits,
+    op: &Op,
+    acc: &mut crate::index::Access,
+    need: &mut [u32; CLASS_COUNT_MAX],
+) -> Result<(), OpError> {
+    // A write that may keep or set a deadline may need a record where it would be inline
+    // without one (`index/record.rs`), so those count a record's block.
+    let (vlen, deadline) = match op.kind {
+        OpKind::Put | OpKind::PutNx | OpKind::PutXx => (op.arg.len(), false),
+        OpKind::PutExpire => (op.arg.len(), true),
+        OpKind::Cas => (op.arg2.len(), true),
+        OpKind::IncrBy => (INCR_VALUE_BYTES_MAX, true),
+        OpKind::Get | OpKind::Delete | OpKind::Reduce | OpKind::Filter | OpKind::Ttl => {
+            return Ok(())
+        }
+        // The value stays and is rewritten with its new deadline (or none): the blocks a
+        // write of its own length may take.
+        OpKind::Expire | OpKind::GetEx | OpKind::Persist => {
+            let h = crate::hash::key_hash(op.key);
+            acc.clear();
+            match table.lookup(op.key, h, acc) {
+                Some(l) => (table.value(&l).len(), op.kind != OpKind::Persist),
+                None => return Ok(()),
+            }
+        }
+        OpKind::Append
+        | OpKind::IncrByFloat
+        | OpKind::UpdateS2S
+        | OpKind::UpdateS2V
+        | OpKind::UpdateV2V
+        | OpKind::SetRange
+        | OpKind::SetBit => (limits.value_len_max, true),
+    };
+    table.write_blocks_max(op.key.len(), vlen, deadline, need)
 }

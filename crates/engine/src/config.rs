@@ -67,6 +67,11 @@ pub struct EngineConfig {
     pub mode: ExecMode,
     /// Touch every page at start-up so measurements do not include page faults.
     pub prefault: bool,
+    /// What goes when the slab region runs short (`crate::evict`; Redis's `maxmemory-policy`).
+    pub eviction_policy: crate::evict::EvictionPolicy,
+    /// Share of the arena's bytes eviction keeps free in the slab region
+    /// (`EVICTION_WATERMARK_DEFAULT`, at most `EVICTION_WATERMARK_MAX`).
+    pub eviction_watermark: f64,
 }
 
 impl EngineConfig {
@@ -83,6 +88,8 @@ impl EngineConfig {
             window: WINDOW_DEFAULT,
             mode: ExecMode::Forward,
             prefault: false,
+            eviction_policy: crate::evict::EvictionPolicy::NoEviction,
+            eviction_watermark: crate::evict::EVICTION_WATERMARK_DEFAULT,
         }
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use crate::arena::{Arena, ARENA_ALIGN_BYTES};
 use crate::config::{tune, EngineConfig, ExecMode, Limits, WINDOW_MAX};
 use crate::error::OpError;
+use crate::evict::{EvictionPolicy, Evictor};
+use crate::index::bucket::CHAIN_POINTER_MAX;
 use crate::index::{record, Access, Table, TableCounts};
 use crate::op::{Op, Results, Status};
 use crate::ops::{ElemType, FunctionRegistry};
@@ -15,6 +17,9 @@ use crate::stats::Stats;
 
 /// Smallest arena: one huge page of index and one of slab.
 pub const MEMORY_BYTES_MIN: usize = 2 * ARENA_ALIGN_BYTES;
+/// Largest arena: chained buckets are linked by 30-bit pointers in 32-byte units (the
+/// bucket's 31st bit is eviction's reference bit, `index/bucket.rs`), so 32 GiB.
+pub const MEMORY_BYTES_MAX: usize = (CHAIN_POINTER_MAX as usize + 1) * SLAB_UNIT_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -60,6 +65,8 @@ pub struct Engine {
     now: u64,
     /// Keys of expired records found by a sweep step, length-prefixed (scratch, reused).
     sweep_keys: Vec<u8>,
+    /// Eviction: policy, hand, PRNG (`crate::evict`).
+    evictor: Evictor,
 }
 
 impl Engine {
@@ -75,6 +82,19 @@ impl Engine {
             return Err(EngineError::Config(format!(
                 "memory {} below the minimum {MEMORY_BYTES_MIN}",
                 cfg.memory_bytes
+            )));
+        }
+        if cfg.memory_bytes > MEMORY_BYTES_MAX {
+            return Err(EngineError::Config(format!(
+                "memory {} above the maximum {MEMORY_BYTES_MAX} of one shard",
+                cfg.memory_bytes
+            )));
+        }
+        if !(0.0..=crate::evict::EVICTION_WATERMARK_MAX).contains(&cfg.eviction_watermark) {
+            return Err(EngineError::Config(format!(
+                "eviction watermark {} not in 0..={}",
+                cfg.eviction_watermark,
+                crate::evict::EVICTION_WATERMARK_MAX
             )));
         }
         if cfg.window == 0 || cfg.window > WINDOW_MAX {
@@ -162,11 +182,21 @@ impl Engine {
             trial: Vec::new(),
             now: 0,
             sweep_keys: Vec::new(),
+            evictor: Evictor::new(
+                cfg.eviction_policy,
+                cfg.eviction_watermark,
+                len as u64,
+                slab_bytes as u64,
+            ),
         })
     }
 
-    /// Runs a batch; `out` receives one result per operation, in order.
+    /// Runs a batch; `out` receives one result per operation, in order. Under an eviction
+    /// policy, keys are evicted first when the batch's writes may not fit (`crate::evict`).
     pub fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        if self.evictor.policy != EvictionPolicy::NoEviction {
+            self.make_room(ops);
+        }
         let mut p = Pipeline {
             table: &mut self.table,
             registry: &self.registry,
@@ -204,7 +234,51 @@ impl Engine {
     /// before it is told to execute (a shard's part of a cross-shard write). `execute(ops)`
     /// then stores every write, provided nothing else ran on this engine in between.
     pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
+        if self.evictor.policy != EvictionPolicy::NoEviction {
+            self.make_room(ops);
+        }
         crate::atomic::check(&mut self.table, &self.limits, ops, &mut self.trial)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, ops: &[Op]) {
+        self.evictor.make_room(
+            &mut self.table,
+            &self.limits,
+            &mut self.stats,
+            self.now,
+            ops,
+            &mut self.trial,
+        );
+    }
+
+    /// Sets the eviction policy (Redis's `maxmemory-policy`; CONFIG SET changes it live).
+    pub fn set_eviction_policy(&mut self, policy: EvictionPolicy) {
+        self.evictor.policy = policy;
+    }
+
+    pub fn eviction_policy(&self) -> EvictionPolicy {
+        self.evictor.policy
+    }
+
+    /// Free slab bytes eviction keeps once it has started (`eviction_watermark` of the arena).
+    pub fn eviction_watermark_bytes(&self) -> u64 {
+        self.evictor.watermark_bytes()
+    }
+
+    /// Eviction ahead of need, between batches: while the slab's free bytes are below the
+    /// watermark, evicts up to `keys_max` keys under the policy. Returns how many it evicted.
+    pub fn evict_ahead(&mut self, keys_max: u64) -> u64 {
+        self.evictor
+            .evict_ahead(&mut self.table, &mut self.stats, self.now, keys_max)
+    }
+
+    /// Evicts one unit of the policy (a main bucket's chain, or one key for volatile-ttl),
+    /// whatever memory is free. Returns the keys evicted: 0 when nothing is evictable.
+    pub fn evict_step(&mut self) -> u64 {
+        self.evictor
+            .evict_unit(&mut self.table, &mut self.stats, self.now)
     }
 
     /// Sets the time of the batches that follow, in milliseconds since the Unix epoch: the one

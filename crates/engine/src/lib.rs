@@ -19,6 +19,7 @@
 //!   error.rs op.rs ops/   errors; Op, Results; function ids (ops/ids.rs), built-in and user
 //!                functions, element types
 //!   apply.rs     what one operation does to one value (the file to edit to add an operation)
+//!   evict.rs     eviction: Redis's policies over a CLOCK reference bit per main bucket
 //!   expiry.rs    key expiry: the deadline operations, the lag histogram (deadlines live in
 //!                record headers, index/record.rs; time enters by `Engine::set_now`)
 //!   arena.rs slab/ index/   the one mapping; the allocator; the hash table (index/bucket.rs)
@@ -42,6 +43,7 @@ mod atomic;
 mod config;
 pub mod engine;
 mod error;
+pub mod evict;
 pub mod expiry;
 pub mod hash;
 mod index;
@@ -54,8 +56,9 @@ pub mod stats;
 pub mod strings;
 
 pub use config::{tune, EngineConfig, ExecMode, Limits, Tuning, RESULTS_BYTES_MAX_DEFAULT};
-pub use engine::{Engine, EngineError, Report, MEMORY_BYTES_MIN};
+pub use engine::{Engine, EngineError, Report, MEMORY_BYTES_MAX, MEMORY_BYTES_MIN};
 pub use error::OpError;
+pub use evict::{EvictionPolicy, EVICTION_WATERMARK_DEFAULT, EVICTION_WATERMARK_MAX};
 pub use hash::key_hash;
 pub use index::record::NO_DEADLINE;
 pub use index::TableCounts;

@@ -49,6 +49,8 @@ pub struct Stats {
     pub expired_keys: u64,
     /// How late those keys were removed: deadline to removal.
     pub expiry_lag: crate::expiry::LagHistogram,
+    /// Keys removed by eviction to make room (`crate::evict`).
+    pub evicted_keys: u64,
 }
 
 impl Stats {

@@ -194,6 +194,13 @@ pub struct ServerConfig {
     /// (`shard/prefault.rs`), so the first requests do not pay for first-touch page faults;
     /// the index is then resident from the start.
     pub prefault_index: bool,
+    /// Redis's `maxmemory-policy`: what goes when a shard's arena runs short (`noeviction`,
+    /// `allkeys-lru`, `allkeys-random`, `volatile-lru`, `volatile-ttl`, `volatile-random`;
+    /// the engine's `evict.rs`). CONFIG SET changes it live.
+    pub maxmemory_policy: String,
+    /// Share of a shard's arena that eviction keeps free in its slab region (see
+    /// `directkv_engine::EVICTION_WATERMARK_DEFAULT`), 0..=0.5.
+    pub eviction_watermark: f64,
 }
 
 impl Default for ServerConfig {
@@ -235,6 +242,10 @@ impl Default for ServerConfig {
             multi_bytes_max: MULTI_BYTES_MAX_DEFAULT,
             watch_keys_max: WATCH_KEYS_MAX_DEFAULT,
             prefault_index: PREFAULT_INDEX_DEFAULT,
+            maxmemory_policy: directkv_engine::EvictionPolicy::NoEviction
+                .name()
+                .to_string(),
+            eviction_watermark: directkv_engine::EVICTION_WATERMARK_DEFAULT,
         }
     }
 }
@@ -355,7 +366,28 @@ impl ServerConfig {
                 self.expire_sweep_interval_ms
             ));
         }
+        if self.eviction_policy().is_none() {
+            return Err(format!(
+                "maxmemory_policy {:?} is not one of {}",
+                self.maxmemory_policy,
+                directkv_engine::EvictionPolicy::ALL
+                    .map(|p| p.name())
+                    .join(", ")
+            ));
+        }
+        let wmax = directkv_engine::EVICTION_WATERMARK_MAX;
+        if !(0.0..=wmax).contains(&self.eviction_watermark) {
+            return Err(format!(
+                "eviction_watermark {} not in 0..={wmax}",
+                self.eviction_watermark
+            ));
+        }
         Ok(())
+    }
+
+    /// The eviction policy `maxmemory_policy` names, if it names one.
+    pub fn eviction_policy(&self) -> Option<directkv_engine::EvictionPolicy> {
+        directkv_engine::EvictionPolicy::from_name(&self.maxmemory_policy)
     }
 
     pub(crate) fn bind_is_loopback(&self) -> bool {

@@ -202,7 +202,7 @@ impl Server {
             files::check_room(soft, cfg.connections_max);
         }
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
-        tracing::info!("not done yet: no persistence (a restart loses every key), no eviction; the commands served are listed in docs/commands.md");
+        tracing::info!(maxmemory_policy = %cfg.maxmemory_policy, "not done yet: no persistence (a restart loses every key), no LFU eviction; the commands served are listed in docs/commands.md");
         Ok(Server {
             addr,
             metrics_addr,

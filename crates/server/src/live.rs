@@ -7,6 +7,8 @@
 //!  CONFIG SET ─────── store ────────>   timeout_secs, connections_max, maxmemory_clients,
 //!                                       reply_write_timeout_secs: relaxed atomics, read
 //!                                       where each is checked (accept.rs, clients.rs, conns)
+//!                                       maxmemory_policy: an index into EvictionPolicy::ALL,
+//!                                       handed to the engine before each batch
 //!                                       requirepass: a mutex + a change counter; connections
 //!                                       load the counter once per read and copy the password
 //!                                       only when it moved
@@ -19,7 +21,9 @@
 //! Non-goals: settings the engines hold (`value_len_max`, `results_bytes_max`, memory): they
 //! would need every shard to rebuild its engine; listeners (`port`, `bind`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use directkv_engine::EvictionPolicy;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -41,6 +45,8 @@ pub(crate) struct Live {
     /// Seconds since the Unix epoch when the server started (LASTSAVE's answer while there is
     /// no persistence, as Redis answers its start time before a first save).
     started_unix_secs: AtomicU64,
+    /// `maxmemory_policy`, as its index in `EvictionPolicy::ALL`.
+    maxmemory_policy: AtomicU8,
 }
 
 impl Default for Live {
@@ -55,6 +61,7 @@ impl Default for Live {
             shutdown_requested: AtomicBool::new(false),
             shutdown: Notify::new(),
             started_unix_secs: AtomicU64::new(unix_secs()),
+            maxmemory_policy: AtomicU8::new(0),
         };
         live.set_from(&ServerConfig::default());
         live
@@ -77,6 +84,22 @@ impl Live {
         self.set_maxmemory_clients(cfg.maxmemory_clients);
         self.set_reply_write_timeout_secs(cfg.reply_write_timeout_secs);
         self.set_requirepass(cfg.requirepass.as_deref());
+        self.set_maxmemory_policy(cfg.eviction_policy().unwrap_or_default());
+    }
+
+    /// Redis's `maxmemory-policy`, which every shard hands its engine before each batch.
+    #[inline]
+    pub(crate) fn maxmemory_policy(&self) -> EvictionPolicy {
+        let i = usize::from(self.maxmemory_policy.load(Ordering::Relaxed));
+        EvictionPolicy::ALL[i]
+    }
+
+    pub(crate) fn set_maxmemory_policy(&self, policy: EvictionPolicy) {
+        let i = EvictionPolicy::ALL
+            .iter()
+            .position(|&p| p == policy)
+            .expect("every policy is in ALL");
+        self.maxmemory_policy.store(i as u8, Ordering::Relaxed);
     }
 
     /// Redis's `timeout`: seconds a client may stay silent (0 = for ever).

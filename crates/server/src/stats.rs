@@ -515,6 +515,17 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Times a shard stopped busy polling because another thread wanted its core (it then sleeps in epoll for a back-off).",
         |s| s.busy_poll_backoffs.load(Ordering::Relaxed),
     ),
+    Counter {
+        section: "Stats",
+        info: "evicted_keys",
+        metric: "directkv_evicted_keys_total",
+        kind: Kind::Counter,
+        help: "Keys evicted to make room under maxmemory_policy (Redis's evicted_keys).",
+        read: Reader::Engine {
+            total: |r| r.stats.evicted_keys,
+            per_kind: None,
+        },
+    },
 ];
 
 /// A row of the key expiry counters (an engine counter in INFO's Stats section).

@@ -10,7 +10,9 @@
 //! metadata bits   0..50   bitmap, one bit per slot byte: marks the LAST byte of an inline key
 //!                         and the LAST byte of its value (one bit only when the value is empty)
 //!                50..80   ten 3-bit slot codes (slot s at bit 50 + 3s), see `code`
-//!                80..111  31-bit pointer to the next chained bucket, in 32-byte units
+//!                80..110  30-bit pointer to the next chained bucket, in 32-byte units
+//!                         (32 GiB: `Engine::new` refuses larger arenas)
+//!                    110  reference bit of eviction's CLOCK (main buckets only, `evict.rs`)
 //!                    111  chain valid bit
 //!
 //! pointer slot (40 bits, little-endian): bits 0..9 secondary hash, bits 9..40 record pointer
@@ -71,6 +73,14 @@ pub const POINTER_MAX: u32 = (1 << POINTER_BITS) - 1;
 const BITMAP_BITS: u32 = 50;
 const CHAIN_SHIFT: u32 = 80;
 const CHAIN_VALID_BIT: u32 = 111;
+/// Metadata bit of the CLOCK reference bit: set when a key of the bucket's chain is used,
+/// cleared by eviction's hand (`crate::evict`). Byte 63, bit 6.
+const REFERENCED_BIT: u32 = 110;
+/// Bits of a chained bucket's pointer (in 32-byte units): the bits below the reference bit.
+pub const CHAIN_POINTER_BITS: u32 = REFERENCED_BIT - CHAIN_SHIFT;
+pub const CHAIN_POINTER_MAX: u32 = (1 << CHAIN_POINTER_BITS) - 1;
+/// The reference bit within byte 63.
+const REFERENCED_MASK: u8 = 1 << (REFERENCED_BIT + (INLINE_BYTES_MAX * 8) as u32 - 63 * 8);
 const META_BYTES: usize = 64 - INLINE_BYTES_MAX;
 
 /// What a slot holds (3 bits).
@@ -104,6 +114,7 @@ const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 const _: () = assert!(std::mem::align_of::<Bucket>() == 64);
 const _: () = assert!(BITMAP_BITS as usize == INLINE_BYTES_MAX);
 const _: () = assert!(CHAIN_VALID_BIT == (META_BYTES * 8) as u32 - 1);
+const _: () = assert!(REFERENCED_BIT == CHAIN_VALID_BIT - 1 && REFERENCED_MASK == 0x40);
 // The chain word (bytes 60..64) starts right after the codes.
 const _: () =
     assert!(CHAIN_SHIFT == 30 + 50 && (INLINE_BYTES_MAX * 8) as u32 + CHAIN_SHIFT == 60 * 8);
@@ -278,28 +289,51 @@ impl Bucket {
         self.codes() == 0
     }
 
-    /// Metadata bits 80..112 are bytes 60..64: the chain pointer and its valid bit on top.
+    /// Metadata bits 80..112 are bytes 60..64: the chain pointer, the reference bit and the
+    /// chain's valid bit on top.
     #[inline(always)]
     pub fn chain(&self) -> Option<u32> {
         let w = u32::from_le_bytes(self.bytes[60..64].try_into().expect("4 bytes"));
         if w >> 31 == 1 {
-            Some(w & POINTER_MAX)
+            Some(w & CHAIN_POINTER_MAX)
         } else {
             None
         }
     }
 
-    /// Bytes 60..64 hold only the chain pointer and its valid bit (see `chain`).
+    /// Sets the chain pointer and its valid bit (see `chain`), keeping the reference bit.
     pub fn set_chain(&mut self, next: Option<u32>) {
         let w = match next {
             Some(p) => {
-                assert!(p <= POINTER_MAX);
+                assert!(p <= CHAIN_POINTER_MAX);
                 p | (1 << 31)
             }
             None => 0,
         };
-        self.bytes[60..64].copy_from_slice(&w.to_le_bytes());
+        let kept = u32::from(self.bytes[63] & REFERENCED_MASK) << 24;
+        self.bytes[60..64].copy_from_slice(&(w | kept).to_le_bytes());
     }
+
+    /// The CLOCK reference bit (metadata bit 110): a key of this main bucket's chain was used
+    /// since eviction's hand last passed.
+    #[inline(always)]
+    pub fn referenced(&self) -> bool {
+        self.bytes[63] & REFERENCED_MASK != 0
+    }
+
+    /// Sets or clears the reference bit.
+    #[inline(always)]
+    pub fn set_referenced(&mut self, on: bool) {
+        if on {
+            self.bytes[63] |= REFERENCED_MASK;
+        } else {
+            self.bytes[63] &= !REFERENCED_MASK;
+        }
+    }
+
+    /// Byte offset, within the bucket, of the byte holding the reference bit, and its mask:
+    /// for the GET path, which sets the bit through the arena's pointer (`index::MainIndex`).
+    pub const REFERENCED_AT: (usize, u8) = (63, REFERENCED_MASK);
 
     /// Replaces the 50 bitmap bits (bytes 50..57), leaving the codes that share byte 56.
     #[inline(always)]
@@ -1173,14 +1207,38 @@ mod layout_tests {
         b.push_inline(b"abc", b"defgh").unwrap();
         b.push_pointer(code::PTR_LARGE, 0x155, 0x2aaa_aaaa).unwrap();
         b.push_inline(b"k", b"v").unwrap();
-        b.set_chain(Some(POINTER_MAX));
+        b.set_chain(Some(CHAIN_POINTER_MAX));
         let m = b.meta();
         assert_eq!(b.bitmap() as u128, m & ((1 << 50) - 1));
         assert_eq!(b.codes() as u128, (m >> 50) & ((1 << 30) - 1));
-        assert_eq!(b.chain(), Some(POINTER_MAX));
+        assert_eq!(b.chain(), Some(CHAIN_POINTER_MAX));
         assert_eq!(b.pointer(9), (0x155, 0x2aaa_aaaa));
         assert_eq!(b.code(9), code::PTR_LARGE);
         b.set_chain(None);
         assert_eq!(b.chain(), None);
+    }
+
+    /// The reference bit is metadata bit 110, apart from the chain: setting one never changes
+    /// the other, and nothing else in the bucket.
+    #[test]
+    fn reference_bit_is_independent_of_the_chain() {
+        let mut b = Bucket::default();
+        b.push_inline(b"abc", b"defgh").unwrap();
+        b.set_chain(Some(CHAIN_POINTER_MAX));
+        let before = b;
+        assert!(!b.referenced());
+        b.set_referenced(true);
+        assert!(b.referenced());
+        assert_eq!(b.meta() >> 110 & 1, 1);
+        assert_eq!(b.chain(), Some(CHAIN_POINTER_MAX));
+        b.set_chain(Some(5));
+        assert!(b.referenced());
+        assert_eq!(b.chain(), Some(5));
+        b.set_chain(None);
+        assert!(b.referenced() && b.chain().is_none());
+        b.set_chain(Some(CHAIN_POINTER_MAX));
+        b.set_referenced(false);
+        assert_eq!(b, before);
+        assert_eq!(b.inline_entries().count(), 1);
     }
 }

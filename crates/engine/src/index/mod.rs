@@ -121,6 +121,21 @@ impl<'a> MainIndex<'a> {
         unsafe { &*(self.base.add(off) as *const Bucket) }
     }
 
+    /// Sets the reference bit of the main bucket of `h` (out of line: once per bucket per
+    /// turn of eviction's hand, so the GET path keeps only a test of the bit).
+    #[cold]
+    #[inline(never)]
+    fn mark_referenced(self, h: u64) {
+        let off = main_offset(h, self.bucket_count);
+        let (at, mask) = Bucket::REFERENCED_AT;
+        // SAFETY: off + 64 <= bucket_count * 64 <= arena.len() (asserted in `Table::new`), so
+        // the byte is inside the mapping. The arena is memory behind a raw pointer that only
+        // this shard's thread touches; no reference to a bucket's metadata bytes outlives the
+        // call that made it (values handed out are slices of bytes 0..50, which this write
+        // does not touch), so the write aliases no live reference to the byte.
+        unsafe { *self.base.add(off + at) |= mask };
+    }
+
     /// Prefetches the main bucket of `h` (pipeline stage 1).
     #[inline(always)]
     pub fn prefetch(self, h: u64) {
@@ -135,7 +150,8 @@ impl<'a> MainIndex<'a> {
         let _ = h;
     }
 
-    /// [`Table::probe_main`].
+    /// [`Table::probe_main`]. A hit sets the bucket's reference bit for eviction's CLOCK
+    /// (`crate::evict`), writing the line only when the bit is clear.
     #[inline(always)]
     pub fn probe(self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'a> {
         let b = self.bucket(h);
@@ -146,7 +162,12 @@ impl<'a> MainIndex<'a> {
                     return MainProbe::Elsewhere;
                 }
                 let o = pos + key.len();
-                return MainProbe::Found(&b.bytes[o..o + vlen]);
+                let v = &b.bytes[o..o + vlen];
+                // After the value's slice is taken: `b` is not used past the write.
+                if !b.referenced() {
+                    self.mark_referenced(h);
+                }
+                return MainProbe::Found(v);
             }
         }
         let sec = secondary_hash(h);
@@ -428,6 +449,7 @@ impl Table {
             );
             b = self.bucket(off);
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
+                self.note_use(h);
                 return (Some(self.arena.slice(off + pos + key.len(), vlen)), hops);
             }
         }
@@ -454,8 +476,9 @@ impl Table {
         match b.find_inline_with(key, simd) {
             // A plain PUT clears a deadline: one is left to the general path.
             Some((pos, vlen)) if vlen == value.len() && !b.has_deadline(pos, key.len() + vlen) => {
-                self.bucket_mut(off)
-                    .replace_inline_value(pos, key.len(), value);
+                let b = self.bucket_mut(off);
+                b.replace_inline_value(pos, key.len(), value);
+                b.set_referenced(true);
                 return Some(1);
             }
             Some(_) => return None,
@@ -478,6 +501,7 @@ impl Table {
                 Some((pos, vlen)) if vlen == value.len() => {
                     self.bucket_mut(off)
                         .replace_inline_value(pos, key.len(), value);
+                    self.note_use(h);
                     return Some(read);
                 }
                 Some(_) => return None,
@@ -507,7 +531,35 @@ impl Table {
         if b.has_deadline(pos, key.len() + vlen) {
             return None;
         }
+        self.bucket_mut(off).set_referenced(true);
         Some(self.arena.slice_mut(off + pos + key.len(), vlen))
+    }
+
+    /// Sets the CLOCK reference bit of the main bucket of `h` (`crate::evict`): a key of its
+    /// chain was used. Writes the line only when the bit is clear.
+    #[inline(always)]
+    pub fn note_use(&self, h: u64) {
+        let (_, b) = self.main_bucket_ref(h);
+        if !b.referenced() {
+            self.main_index().mark_referenced(h);
+        }
+    }
+
+    /// Whether main bucket `i` holds nothing: no entry and no chain behind it.
+    pub fn main_vacant(&self, i: u64) -> bool {
+        let b = self.bucket(i as usize * LINE_BYTES);
+        b.is_empty() && b.chain().is_none()
+    }
+
+    /// The reference bit of main bucket `i` (`crate::evict`'s hand).
+    pub fn referenced(&self, i: u64) -> bool {
+        self.bucket(i as usize * LINE_BYTES).referenced()
+    }
+
+    /// Clears the reference bit of main bucket `i` (the hand passed it).
+    pub fn clear_referenced(&mut self, i: u64) {
+        self.bucket_mut(i as usize * LINE_BYTES)
+            .set_referenced(false);
     }
 
     /// Finds `key` (whose hash is `h`). Always the first access of an operation.

@@ -144,6 +144,8 @@ impl Pipeline<'_> {
             self.reclaim(&loc);
             return None;
         }
+        // Eviction's CLOCK (`crate::evict`): the key was used.
+        self.table.note_use(h);
         Some(loc)
     }
 

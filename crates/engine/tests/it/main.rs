@@ -24,6 +24,7 @@ static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
 
 mod atomic;
 mod basic;
+mod evict;
 mod expiry;
 mod model;
 mod no_alloc;

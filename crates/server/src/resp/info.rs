@@ -108,7 +108,7 @@ fn section(
             // No command blocks a client (there are no BLPOP-like commands).
             s.push_str("blocked_clients:0\r\n");
         }
-        "Memory" => memory(s, reports),
+        "Memory" => memory(s, reports, stats.live.maxmemory_policy()),
         "Stats" => {
             counters(s, name, stats, reports);
             let _ = write!(
@@ -138,7 +138,7 @@ fn section(
 /// resident set of the whole process (from /proc; 0 where there is none), so it also holds
 /// the connections' buffers and the code, and `mem_fragmentation_ratio` is RSS / used_memory
 /// as in Redis.
-fn memory(s: &mut String, reports: &[Report]) {
+fn memory(s: &mut String, reports: &[Report], policy: directkv_engine::EvictionPolicy) {
     let kv_bytes: u64 = reports.iter().map(|r| r.counts.kv_bytes).sum();
     let arena: u64 = reports.iter().map(|r| r.arena_bytes as u64).sum();
     let free: u64 = reports.iter().map(|r| r.slab_free_bytes).sum();
@@ -146,10 +146,11 @@ fn memory(s: &mut String, reports: &[Report]) {
     let rss = rss_bytes();
     let _ = write!(
         s,
-        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{arena}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:{:.2}\r\narena_bytes:{arena}\r\nkv_bytes:{kv_bytes}\r\nmemory_utilization:{:.4}\r\n",
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{arena}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\narena_bytes:{arena}\r\nkv_bytes:{kv_bytes}\r\nmemory_utilization:{:.4}\r\n",
         human(used),
         human(rss),
         human(arena),
+        policy.name(),
         rss as f64 / used as f64,
         kv_bytes as f64 / arena.max(1) as f64
     );

@@ -117,12 +117,16 @@ impl ShardCtx {
     /// batches forwarded from other shards) passes here, on the thread that owns the engine.
     /// A feature that must see every operation or every write (an expiry sweeper's clock, a
     /// persistence log, replication) hooks in here, once.
-    /// Time enters the engine here, once per batch (`expiry.rs`).
+    /// Time enters the engine here, once per batch (`expiry.rs`), and so does the eviction
+    /// policy CONFIG SET may have changed; after the batch, eviction ahead of need
+    /// (`Engine::evict_ahead`, a bounded step while free memory is below the watermark).
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
         let mut e = self.engine.borrow_mut();
         e.set_now(expiry::now_ms());
+        e.set_eviction_policy(self.stats.live.maxmemory_policy());
         e.execute(ops, results);
+        e.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
         drop(e);
         self.watches.shard(self.id).touched(ops, results);
     }
@@ -157,7 +161,10 @@ impl ShardCtx {
     /// Whether `execute(ops)` would store every write (`Engine::check_atomic`), provided
     /// nothing else runs on this shard in between.
     pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
-        self.engine.borrow_mut().check_atomic(ops)
+        let mut e = self.engine.borrow_mut();
+        // Under an eviction policy the check first evicts to make room (`Engine::check_atomic`).
+        e.set_eviction_policy(self.stats.live.maxmemory_policy());
+        e.check_atomic(ops)
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE; every shard's engine has
@@ -196,6 +203,8 @@ pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
     e.results_bytes_max = cfg.results_bytes_max.max(cfg.value_len_max);
     e.expected_kv_bytes = cfg.expected_kv_bytes;
     e.target_utilization = cfg.target_utilization;
+    e.eviction_policy = cfg.eviction_policy().unwrap_or_default();
+    e.eviction_watermark = cfg.eviction_watermark;
     e
 }
 

@@ -20,6 +20,7 @@ mod admin_client;
 mod admin_command;
 mod admin_config;
 mod commands_doc;
+mod eviction;
 mod hostile_admin;
 mod hostile_atomic;
 mod hostile_auth;

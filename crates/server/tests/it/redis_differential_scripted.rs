@@ -126,6 +126,13 @@ const ADMIN: &[&[&str]] = &[
     &["SHUTDOWN", "bogus"],
     &["SHUTDOWN", "SAVE", "NOSAVE"],
     &["SHUTDOWN", "ABORT"],
+    // Eviction (issue 20 item 2): a bad policy's error, any case, shown lower-cased.
+    &["CONFIG", "SET", "maxmemory-policy", "foo"],
+    &["CONFIG", "SET", "maxmemory-policy", "ALLKEYS-LRU"],
+    &["CONFIG", "GET", "maxmemory-policy"],
+    &["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"],
+    &["CONFIG", "GET", "maxmemory-policy"],
+    &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
 ];
 
 #[test]

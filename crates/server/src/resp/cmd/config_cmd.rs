@@ -11,8 +11,9 @@
 //! settings in `SETTABLE`; every other known name answers Redis's "can't set immutable config".
 //! Each change takes effect at once: `timeout` at every connection's next read,
 //! `maxclients` at the next accept, `maxmemory-clients` at the next buffer report,
-//! `requirepass` at the next login (connections already in stay in), and
-//! `reply-write-timeout-secs` for connections opened afterwards.
+//! `requirepass` at the next login (connections already in stay in),
+//! `reply-write-timeout-secs` for connections opened afterwards, and `maxmemory-policy` at
+//! every shard's next batch.
 //!
 //! Non-goals: CONFIG REWRITE (the file is the operator's); settings the engines or listeners
 //! were built with.
@@ -34,6 +35,7 @@ const SETTABLE: &[&str] = &[
     "maxmemory-clients",
     "requirepass",
     "reply-write-timeout-secs",
+    "maxmemory-policy",
 ];
 
 /// Redis names for directkv settings: (Redis name, directkv key).
@@ -49,7 +51,6 @@ const REDIS_FIXED: &[(&str, &str)] = &[
     ("save", ""),
     ("appendonly", "no"),
     ("databases", "1"),
-    ("maxmemory-policy", "noeviction"),
     ("cluster-enabled", "no"),
 ];
 
@@ -90,6 +91,7 @@ fn settings(cfg: &ServerConfig, stats: &ServerStats) -> Vec<(String, String)> {
             "maxmemory_clients" => live.maxmemory_clients().to_string(),
             "reply_write_timeout_secs" => live.reply_write_timeout_secs().to_string(),
             "requirepass" => live.requirepass().as_deref().unwrap_or("").to_string(),
+            "maxmemory_policy" => live.maxmemory_policy().name().to_string(),
             k => table.get(k).map(shown).unwrap_or_default(),
         };
         all.push((key.replace('_', "-"), value));
@@ -184,6 +186,7 @@ enum Change {
     ClientMemory(usize),
     Password(Option<String>),
     WriteTimeout(u64),
+    Policy(directkv_engine::EvictionPolicy),
 }
 
 fn failed(name: &str, why: &str) -> String {
@@ -244,8 +247,31 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
             }
             Change::Password((!text.is_empty()).then(|| text.to_string()))
         }
+        "maxmemory-policy" => Change::Policy(policy(name, value)?),
         _ => return Err(failed(name, "can't set immutable config")),
     })
+}
+
+/// Redis's enum names of `maxmemory-policy`, in its order (its error lists them).
+const REDIS_POLICIES: &str = "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction";
+
+/// A `maxmemory-policy` value: Redis's names in any case; the LFU ones, which Redis has and
+/// directkv has not, are refused with their own reason.
+fn policy(name: &str, value: &[u8]) -> Result<directkv_engine::EvictionPolicy, String> {
+    let text = String::from_utf8_lossy(value);
+    if let Some(p) = directkv_engine::EvictionPolicy::from_name(&text) {
+        return Ok(p);
+    }
+    if text.eq_ignore_ascii_case("allkeys-lfu") || text.eq_ignore_ascii_case("volatile-lfu") {
+        return Err(failed(
+            name,
+            "directkv has no LFU eviction: use allkeys-lru or volatile-lru",
+        ));
+    }
+    Err(failed(
+        name,
+        &format!("argument(s) must be one of the following: {REDIS_POLICIES}"),
+    ))
 }
 
 /// CONFIG SET name value [name value ...]: all or nothing.
@@ -294,6 +320,7 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
             Change::ClientMemory(b) => live.set_maxmemory_clients(b),
             Change::Password(pw) => live.set_requirepass(pw.as_deref()),
             Change::WriteTimeout(t) => live.set_reply_write_timeout_secs(t),
+            Change::Policy(policy) => live.set_maxmemory_policy(policy),
         }
     }
     tracing::info!(client = s.admin.me.id, "CONFIG SET {}", show_names(pairs));
