@@ -60,6 +60,9 @@ pub struct Engine {
     now: u64,
     /// Keys of expired records found by a sweep step, length-prefixed (scratch, reused).
     sweep_keys: Vec<u8>,
+    /// Keys the last `execute` or `expire_step` removed for their deadline, length-prefixed
+    /// (`reclaimed_keys`).
+    reclaimed: Vec<u8>,
 }
 
 impl Engine {
@@ -162,11 +165,13 @@ impl Engine {
             trial: Vec::new(),
             now: 0,
             sweep_keys: Vec::new(),
+            reclaimed: Vec::new(),
         })
     }
 
     /// Runs a batch; `out` receives one result per operation, in order.
     pub fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        self.reclaimed.clear();
         let mut p = Pipeline {
             table: &mut self.table,
             registry: &self.registry,
@@ -178,6 +183,7 @@ impl Engine {
             limits: self.limits,
             stall: self.mode == ExecMode::Stall,
             now: self.now,
+            reclaimed: &mut self.reclaimed,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -246,6 +252,7 @@ impl Engine {
         let now = self.now;
         let mut keys = std::mem::take(&mut self.sweep_keys);
         keys.clear();
+        self.reclaimed.clear();
         let next = self.table.scan(cursor, buckets, |k, _, d| {
             if crate::expiry::expired(d, now) {
                 keys.push(k.len() as u8);
@@ -265,12 +272,28 @@ impl Engine {
                 if crate::expiry::expired(d, now) {
                     self.table.remove(&loc, &mut self.access);
                     self.stats.note_expired(now - d);
+                    self.reclaimed.push(n as u8);
+                    self.reclaimed.extend_from_slice(key);
                     removed += 1;
                 }
             }
         }
         self.sweep_keys = keys;
         (next, removed)
+    }
+
+    /// The keys the last [`Engine::execute`] or [`Engine::expire_step`] removed because their
+    /// deadline had passed (lazy expiry on a lookup, or the sweep), in the order removed: writes
+    /// no operation asked for, which whoever must see every change of a key (WATCH, a log of
+    /// writes) learns here.
+    pub fn reclaimed_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut at = 0usize;
+        std::iter::from_fn(move || {
+            let n = usize::from(*self.reclaimed.get(at)?);
+            let key = &self.reclaimed[at + 1..at + 1 + n];
+            at += 1 + n;
+            Some(key)
+        })
     }
 
     /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),
@@ -350,9 +373,10 @@ impl Engine {
     }
 
     #[doc(hidden)]
-    /// Arena bytes a key-value of these lengths takes in this engine (`Table::footprint_bytes`).
-    pub fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
-        self.table.footprint_bytes(klen, vlen)
+    /// Arena bytes a key-value of these lengths, with a deadline or not, takes in this engine
+    /// (`Table::footprint_bytes`).
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
+        self.table.footprint_bytes(klen, vlen, deadline)
     }
 
     pub fn check_invariants(&self) {
