@@ -67,6 +67,9 @@ pub struct Engine {
     sweep_keys: Vec<u8>,
     /// Eviction: policy, hand, PRNG (`crate::evict`).
     evictor: Evictor,
+    /// Keys the last `execute` or `expire_step` removed for their deadline, length-prefixed
+    /// (`reclaimed_keys`).
+    reclaimed: Vec<u8>,
 }
 
 impl Engine {
@@ -188,14 +191,17 @@ impl Engine {
                 len as u64,
                 slab_bytes as u64,
             ),
+            reclaimed: Vec::new(),
         })
     }
 
     /// Runs a batch; `out` receives one result per operation, in order. Under an eviction
     /// policy, keys are evicted first when the batch's writes may not fit (`crate::evict`).
     pub fn execute(&mut self, ops: &[Op], out: &mut Results) {
+        self.reclaimed.clear();
         if self.evictor.policy != EvictionPolicy::NoEviction {
             self.make_room(ops);
+            self.take_evicted();
         }
         let mut p = Pipeline {
             table: &mut self.table,
@@ -208,6 +214,7 @@ impl Engine {
             limits: self.limits,
             stall: self.mode == ExecMode::Stall,
             now: self.now,
+            reclaimed: &mut self.reclaimed,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -236,6 +243,8 @@ impl Engine {
     pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
         if self.evictor.policy != EvictionPolicy::NoEviction {
             self.make_room(ops);
+            // Left for the `execute` that follows, which reports them (a check alone, of a
+            // cross-shard write, keeps them until then).
         }
         crate::atomic::check(&mut self.table, &self.limits, ops, &mut self.trial)
     }
@@ -269,16 +278,33 @@ impl Engine {
 
     /// Eviction ahead of need, between batches: while the slab's free bytes are below the
     /// watermark, evicts up to `keys_max` keys under the policy. Returns how many it evicted.
+    /// The keys it evicts are added to [`Engine::reclaimed_keys`] (it runs after `execute`).
     pub fn evict_ahead(&mut self, keys_max: u64) -> u64 {
-        self.evictor
-            .evict_ahead(&mut self.table, &mut self.stats, self.now, keys_max)
+        let n = self
+            .evictor
+            .evict_ahead(&mut self.table, &mut self.stats, self.now, keys_max);
+        self.take_evicted();
+        n
+    }
+
+    /// Moves the keys eviction removed into `reclaimed`.
+    fn take_evicted(&mut self) {
+        if !self.evictor.evicted.is_empty() {
+            self.reclaimed.extend_from_slice(&self.evictor.evicted);
+            self.evictor.evicted.clear();
+        }
     }
 
     /// Evicts one unit of the policy (a main bucket's chain, or one key for volatile-ttl),
     /// whatever memory is free. Returns the keys evicted: 0 when nothing is evictable.
+    /// They are then [`Engine::reclaimed_keys`].
     pub fn evict_step(&mut self) -> u64 {
-        self.evictor
-            .evict_unit(&mut self.table, &mut self.stats, self.now)
+        self.reclaimed.clear();
+        let n = self
+            .evictor
+            .evict_unit(&mut self.table, &mut self.stats, self.now);
+        self.take_evicted();
+        n
     }
 
     /// Sets the time of the batches that follow, in milliseconds since the Unix epoch: the one
@@ -320,6 +346,7 @@ impl Engine {
         let now = self.now;
         let mut keys = std::mem::take(&mut self.sweep_keys);
         keys.clear();
+        self.reclaimed.clear();
         let next = self.table.scan(cursor, buckets, |k, _, d| {
             if crate::expiry::expired(d, now) {
                 keys.push(k.len() as u8);
@@ -339,12 +366,30 @@ impl Engine {
                 if crate::expiry::expired(d, now) {
                     self.table.remove(&loc, &mut self.access);
                     self.stats.note_expired(now - d);
+                    self.reclaimed.push(n as u8);
+                    self.reclaimed.extend_from_slice(key);
                     removed += 1;
                 }
             }
         }
         self.sweep_keys = keys;
         (next, removed)
+    }
+
+    /// The keys the last [`Engine::execute`] (with the [`Engine::evict_ahead`] after it) or
+    /// [`Engine::expire_step`] or [`Engine::evict_step`] removed without an operation asking:
+    /// because their deadline had passed (lazy expiry on a lookup, or the sweep) or by eviction
+    /// (including what a [`Engine::check_atomic`] before the `execute` evicted), in the order
+    /// removed. Whoever must see every change of a key (WATCH, a log of writes) learns them
+    /// here.
+    pub fn reclaimed_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut at = 0usize;
+        std::iter::from_fn(move || {
+            let n = usize::from(*self.reclaimed.get(at)?);
+            let key = &self.reclaimed[at + 1..at + 1 + n];
+            at += 1 + n;
+            Some(key)
+        })
     }
 
     /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),
@@ -424,9 +469,10 @@ impl Engine {
     }
 
     #[doc(hidden)]
-    /// Arena bytes a key-value of these lengths takes in this engine (`Table::footprint_bytes`).
-    pub fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
-        self.table.footprint_bytes(klen, vlen)
+    /// Arena bytes a key-value of these lengths, with a deadline or not, takes in this engine
+    /// (`Table::footprint_bytes`).
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
+        self.table.footprint_bytes(klen, vlen, deadline)
     }
 
     pub fn check_invariants(&self) {

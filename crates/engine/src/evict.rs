@@ -129,6 +129,9 @@ pub(crate) struct Evictor {
     rng: u64,
     /// Keys to evict, length-prefixed (scratch, reused).
     keys: Vec<u8>,
+    /// Keys evicted since the engine last took them (`Engine::reclaimed_keys` reports them
+    /// with the expired ones: WATCH, and later a log of writes, must see every removal).
+    pub(crate) evicted: Vec<u8>,
 }
 
 impl Evictor {
@@ -140,6 +143,7 @@ impl Evictor {
             hand: 0,
             rng: EVICTION_SEED,
             keys: Vec::new(),
+            evicted: Vec::new(),
         }
     }
 
@@ -337,7 +341,7 @@ impl Evictor {
                 break;
             }
         }
-        let removed = evict_keys(table, stats, now, &keys);
+        let removed = evict_keys(table, stats, now, &keys, &mut self.evicted);
         self.keys = keys;
         removed
     }
@@ -354,15 +358,16 @@ impl Evictor {
                 keys.extend_from_slice(k);
             }
         });
-        let removed = evict_keys(table, stats, now, &keys);
+        let removed = evict_keys(table, stats, now, &keys, &mut self.evicted);
         self.keys = keys;
         removed
     }
 }
 
 /// Removes the length-prefixed `keys`, with their records and emptied chained buckets; a key
-/// whose deadline has passed counts as expired, the others as evicted. Returns how many.
-fn evict_keys(table: &mut Table, stats: &mut Stats, now: u64, keys: &[u8]) -> u64 {
+/// whose deadline has passed counts as expired, the others as evicted. Appends the removed
+/// keys, length-prefixed, to `out`. Returns how many.
+fn evict_keys(table: &mut Table, stats: &mut Stats, now: u64, keys: &[u8], out: &mut Vec<u8>) -> u64 {
     let mut acc = Access::default();
     let mut removed = 0u64;
     let mut at = 0usize;
@@ -375,6 +380,8 @@ fn evict_keys(table: &mut Table, stats: &mut Stats, now: u64, keys: &[u8]) -> u6
         if let Some(loc) = table.lookup(key, h, &mut acc) {
             let d = loc.deadline();
             table.remove(&loc, &mut acc);
+            out.push(n as u8);
+            out.extend_from_slice(key);
             if crate::expiry::expired(d, now) {
                 stats.note_expired(now - d);
             } else {

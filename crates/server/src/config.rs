@@ -93,6 +93,17 @@ pub const WATCH_KEYS_MAX_DEFAULT: usize = 10_000;
 /// Whether shards pre-fault their hash index at start-up (issue 20 item 6: a fresh 1 GiB
 /// shard otherwise serves its first random inserts at a fraction of its rate).
 pub const PREFAULT_INDEX_DEFAULT: bool = true;
+/// Main buckets of a shard's hash index one step of SCAN, KEYS or RANDOMKEY visits at most
+/// (`shard/scan.rs`): 64 Ki buckets are 4 MiB of index, read in about a millisecond, which
+/// is how long a step may delay the shard's other requests. A SCAN call is one such budget,
+/// so iterating an empty 1 GiB shard (about 6 M buckets) takes about 90 calls.
+pub const SCAN_STEP_BUCKETS_DEFAULT: usize = 1 << 16;
+/// The most buckets a scan step may be given.
+pub const SCAN_STEP_BUCKETS_MAX: usize = 1 << 24;
+/// The longest KEYS or SCAN MATCH pattern accepted: a match costs up to the pattern's length
+/// times the key's per key, so the pattern is bounded like the key (twice `key_len_max`'s
+/// default with every byte escaped, and room for stars).
+pub const MATCH_PATTERN_BYTES_MAX_DEFAULT: usize = 1024;
 
 /// `Serialize`: CONFIG GET shows every setting through it (`resp/cmd/config_cmd.rs`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -201,6 +212,13 @@ pub struct ServerConfig {
     /// Share of a shard's arena that eviction keeps free in its slab region (see
     /// `directkv_engine::EVICTION_WATERMARK_DEFAULT`), 0..=0.5.
     pub eviction_watermark: f64,
+    /// Main buckets one step of SCAN, KEYS or RANDOMKEY visits on a shard (see
+    /// `SCAN_STEP_BUCKETS_DEFAULT`), 1..=16777216.
+    pub scan_step_buckets: usize,
+    /// Longest pattern of KEYS and SCAN ... MATCH (see `MATCH_PATTERN_BYTES_MAX_DEFAULT`);
+    /// a longer one is refused with an error.
+    #[serde(deserialize_with = "size")]
+    pub match_pattern_bytes_max: usize,
 }
 
 impl Default for ServerConfig {
@@ -246,6 +264,8 @@ impl Default for ServerConfig {
                 .name()
                 .to_string(),
             eviction_watermark: directkv_engine::EVICTION_WATERMARK_DEFAULT,
+            scan_step_buckets: SCAN_STEP_BUCKETS_DEFAULT,
+            match_pattern_bytes_max: MATCH_PATTERN_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -380,6 +400,12 @@ impl ServerConfig {
             return Err(format!(
                 "eviction_watermark {} not in 0..={wmax}",
                 self.eviction_watermark
+            ));
+        }
+        if !(1..=SCAN_STEP_BUCKETS_MAX).contains(&self.scan_step_buckets) {
+            return Err(format!(
+                "scan_step_buckets {} not in 1..={SCAN_STEP_BUCKETS_MAX}",
+                self.scan_step_buckets
             ));
         }
         Ok(())

@@ -694,15 +694,18 @@ impl Table {
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the
     /// bucket; as a record, its pointer slot and its slab block; either way plus its share of
-    /// the bucket's metadata bytes (in proportion to the slot bytes it uses, rounded up).
-    pub fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
+    /// the bucket's metadata bytes (in proportion to the slot bytes it uses, rounded up). A key
+    /// with a deadline (`deadline`) has 8 more bytes: after its value inline, or in its record's
+    /// header.
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
         let meta_share = |slot_bytes: usize| {
             (slot_bytes * (LINE_BYTES - INLINE_BYTES_MAX)).div_ceil(INLINE_BYTES_MAX)
         };
-        if self.is_inline(klen, vlen, false) {
-            return klen + vlen + meta_share(klen + vlen);
+        if self.is_inline(klen, vlen, deadline) {
+            let stored = klen + vlen + if deadline { record::DEADLINE_BYTES } else { 0 };
+            return stored + meta_share(stored);
         }
-        let block = record::layout(klen, vlen, self.top_class, false)
+        let block = record::layout(klen, vlen, self.top_class, deadline)
             .map_or(0, |l| class_size_bytes(l.class));
         bucket::SLOT_BYTES + meta_share(bucket::SLOT_BYTES) + block
     }

@@ -146,6 +146,9 @@ pub(crate) struct Pipeline<'e> {
     /// The batch's time in ms since the Unix epoch (`Engine::set_now`): keys whose deadline
     /// is at or before it are expired.
     pub(crate) now: u64,
+    /// Keys removed for their deadline by this batch, length-prefixed
+    /// (`Engine::reclaimed_keys`).
+    pub(crate) reclaimed: &'e mut Vec<u8>,
 }
 
 impl Pipeline<'_> {

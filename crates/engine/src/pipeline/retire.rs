@@ -141,7 +141,7 @@ impl Pipeline<'_> {
     fn lookup_live(&mut self, key: &[u8], h: u64) -> Option<Loc> {
         let loc = self.table.lookup(key, h, self.access)?;
         if expired(loc.deadline(), self.now) {
-            self.reclaim(&loc);
+            self.reclaim(&loc, key);
             return None;
         }
         // Eviction's CLOCK (`crate::evict`): the key was used.
@@ -151,9 +151,12 @@ impl Pipeline<'_> {
 
     #[cold]
     #[inline(never)]
-    fn reclaim(&mut self, loc: &Loc) {
+    fn reclaim(&mut self, loc: &Loc, key: &[u8]) {
         self.table.remove(loc, self.access);
         self.stats.note_expired(self.now - loc.deadline());
+        // Keys are at most 255 bytes (`EngineConfig::key_len_max`).
+        self.reclaimed.push(key.len() as u8);
+        self.reclaimed.extend_from_slice(key);
     }
 
     /// One operation against the table: lookup, apply, store.

@@ -19,6 +19,10 @@
 static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
     directkv_testkit::alloc::CountingAllocator;
 
+mod memcache_alloc;
+mod memcache_peer;
+mod memcache_props;
+mod memcache_vectors;
 mod native_hostile;
 mod native_no_alloc;
 mod native_props;

@@ -24,22 +24,31 @@
 //! the queue and the watched keys count in the connection's buffers (`maxmemory_clients`).
 //! `watch_keys_max` keys watched per connection.
 //!
+//! Commands that read before they write (RENAME, RENAMENX, COPY, MSETNX, and MEMORY USAGE,
+//! `keyspace::Exclusive`) cannot be planned in advance: a part of a transaction that holds one
+//! runs with all its shards held at once (`shard/exclusive.rs`), its planned commands as
+//! batches and those commands in their place, so the part is still atomic.
+//!
+//! Expiry (Redis 7): a watched key that expires aborts the transaction, whether the sweep or a
+//! lookup removed it (`shard/watches.rs`) or it is still there past its deadline at EXEC,
+//! which looks every watched key up first (removing it); WATCH does the same before it
+//! watches, so a key already expired then counts as no change.
+//!
 //! Non-goals: MSET inside a transaction is all or nothing for its arguments' limits, not for
-//! memory (it is not checked before it runs, as no command of a transaction is); a multi-key
-//! command that joins the atomic family (`Planned::Atomic`) must be taught here, or answers an
-//! error inside EXEC.
+//! memory (it is not checked before it runs, as no command of a transaction is).
 
 use std::sync::Arc;
 
 use directkv_engine::Op;
 use directkv_proto::resp::{self, RespWriter, Version};
 
-use super::cmd::{self, Planned, Session, COMMANDS};
-use super::reply::{self, Pending, Recipe};
+use super::cmd::keyspace::{self, Answer, Exclusive};
+use super::cmd::{self, Name, Planned, Session, COMMANDS};
+use super::reply::{self, Pending};
 use crate::config::ServerConfig;
-use crate::shard::dispatch::shard_of;
-use crate::shard::watches::{Tables, Watches};
-use crate::shard::{atomic, ShardCtx};
+use crate::shard::dispatch::{self, shard_of, Plan};
+use crate::shard::watches::{Tables, Watcher, Watches};
+use crate::shard::{atomic, exclusive, ShardCtx};
 
 /// Bytes counted per queued argument beyond its own (its place in the queue's index).
 const ARG_OVERHEAD_BYTES: usize = 16;
@@ -231,28 +240,50 @@ pub(crate) async fn run(
     out: &mut Vec<u8>,
 ) {
     if a[0].eq_ignore_ascii_case(b"watch") {
-        watch(s, a, out);
+        watch(ctx, s, a, out).await;
     } else {
         exec(ctx, p, s, requirepass, out).await;
     }
 }
 
-/// WATCH key [key ...].
-fn watch(s: &mut Session, a: &[&[u8]], out: &mut Vec<u8>) {
-    let m = &mut s.multi;
-    let mut w = RespWriter::new(out, s.version);
+/// Looks `keys` up: a read, which changes nothing but what the engine does to a key past its
+/// deadline (it removes it, which marks the key's watchers: `shard/watches.rs`).
+async fn probe<'k>(ctx: &ShardCtx, keys: impl Iterator<Item = &'k [u8]>) {
+    let mut plan = Plan::new(ctx.shards());
+    let mut any = false;
+    for k in keys {
+        plan.op(&Op::get(k).no_return());
+        any = true;
+    }
+    if any {
+        dispatch::execute(ctx, &mut plan).await;
+    }
+}
+
+/// WATCH key [key ...]. A key already past its deadline is removed first, so that its
+/// removal does not count as a change (Redis 7: a key expired at WATCH is no change).
+async fn watch(ctx: &ShardCtx, s: &mut Session, a: &[&[u8]], out: &mut Vec<u8>) {
+    let (len, max) = (s.multi.watches.len(), s.multi.watch_keys_max);
     // Refused whole, before any key is watched (a key watched twice counts twice here).
-    if m.watches.len() + (a.len() - 1) > m.watch_keys_max {
-        w.error(&format!(
-            "ERR too many watched keys: more than watch_keys_max ({})",
-            m.watch_keys_max
+    if len + (a.len() - 1) > max {
+        RespWriter::new(out, s.version).error(&format!(
+            "ERR too many watched keys: more than watch_keys_max ({max})"
         ));
         return;
     }
+    probe(ctx, a[1..].iter().copied()).await;
+    let m = &mut s.multi;
     for key in &a[1..] {
         m.watches.watch(shard_of(key, m.shards), key);
     }
-    w.simple("OK");
+    RespWriter::new(out, s.version).simple("OK");
+}
+
+/// A stretch of a transaction between barriers that holds a command which reads before it
+/// writes (RENAME, COPY, MSETNX, MEMORY USAGE): the commands planned before it, then it, ...
+enum Segment<'q> {
+    Planned(Pending),
+    Exclusive(Result<Exclusive<'q>, Answer>),
 }
 
 /// EXEC: the queued commands run as one transaction (see the module comment).
@@ -276,18 +307,30 @@ async fn exec(
     ctx.stats
         .multi_exec
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // A watched key past its deadline but not yet reclaimed is reclaimed now, which marks the
+    // watch: Redis checks at EXEC whether a watched key expired.
+    probe(ctx, s.multi.watches.keys()).await;
     let mut watched = vec![false; ctx.shards()];
     s.multi.watches.shards().for_each(|sh| watched[sh] = true);
     let watcher = s.multi.watches.watcher();
     let mut first = Some((watched.as_slice(), &*watcher));
+    let mut segments = Vec::new();
     p.clear();
     for i in 0..queue.len() {
         let a = queue.command(i);
+        let name = Name::lower(a[0]);
         match cmd::plan(p, s, &a, requirepass) {
             Planned::Queued => {}
+            Planned::Atomic if keyspace::is_atomic(name.as_bytes()) => {
+                let before = std::mem::replace(p, Pending::new(ctx.shards()));
+                segments.push(Segment::Planned(before));
+                let e = Exclusive::parse(&ctx.cfg, name.as_bytes(), &a);
+                segments.push(Segment::Exclusive(e));
+            }
             Planned::Atomic => plan_atomic(p, v, &ctx.cfg, &a),
             Planned::Barrier => {
-                if !part(ctx, p, v, first.take(), queue.len(), out).await {
+                let w = first.take();
+                if !part(ctx, p, &mut segments, v, w, queue.len(), out).await {
                     s.multi.reset();
                     return;
                 }
@@ -299,33 +342,40 @@ async fn exec(
             }
         }
     }
-    part(ctx, p, v, first.take(), queue.len(), out).await;
+    part(ctx, p, &mut segments, v, first.take(), queue.len(), out).await;
     s.multi.reset();
 }
 
-/// Runs what `p` holds as one atomic part of a transaction and renders its replies. The first
-/// part (`watch` is `Some`) checks the watched keys and writes the reply's array header, or
-/// the null array and `false` when a watched key changed.
+/// Runs what `segments` and then `p` hold as one atomic part of a transaction and renders
+/// their replies; both are empty after. The first part (`watch` is `Some`) checks the watched
+/// keys and writes the reply's array header, or the null array and `false` when a watched key
+/// changed.
 async fn part(
     ctx: &ShardCtx,
     p: &mut Pending,
+    segments: &mut Vec<Segment<'_>>,
     v: Version,
-    watch: Option<(&[bool], &crate::shard::watches::Watcher)>,
+    watch: Option<(&[bool], &Watcher)>,
     commands: usize,
     out: &mut Vec<u8>,
 ) -> bool {
+    if !segments.is_empty() {
+        segments.push(Segment::Planned(std::mem::replace(
+            p,
+            Pending::new(ctx.shards()),
+        )));
+        let ran = part_held(ctx, segments, v, watch, commands, out).await;
+        segments.clear();
+        return ran;
+    }
     let ran = match watch {
         Some((shards, w)) => atomic::execute_tx(ctx, &mut p.plan, shards, &|| w.is_dirty()).await,
         None => atomic::execute_tx(ctx, &mut p.plan, &[], &|| false).await,
     };
     if watch.is_some() {
         if let Ok(false) = ran {
-            ctx.stats
-                .multi_watch_aborted
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            RespWriter::new(out, v).null_array();
             p.clear();
-            return false;
+            return aborted(ctx, v, out);
         }
         RespWriter::new(out, v).array_len(commands);
     }
@@ -335,65 +385,85 @@ async fn part(
     true
 }
 
-/// Plans a command that runs alone as an atomic plan outside a transaction (MSET, and DEL,
-/// UNLINK or MGET over several shards): inside one, the transaction is the atomic plan.
-fn plan_atomic(p: &mut Pending, v: Version, cfg: &ServerConfig, a: &[&[u8]]) {
-    let name = a[0].to_ascii_lowercase();
-    let first = p.next_op();
-    match name.as_slice() {
-        b"mset" => {
-            let pairs = a[1..].chunks_exact(2);
-            if let Some(e) = pairs.clone().find_map(|kv| limit_error(cfg, kv[0], kv[1])) {
-                cmd::error(p, v, &cmd::op_error_text(&e));
-                return;
+/// EXEC's null array for a transaction a watched key aborted; returns `false`.
+fn aborted(ctx: &ShardCtx, v: Version, out: &mut Vec<u8>) -> bool {
+    ctx.stats
+        .multi_watch_aborted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    RespWriter::new(out, v).null_array();
+    false
+}
+
+/// A part with a command that reads before it writes: every shard of the part's keys (and of
+/// the watched keys, for the first part) held at once (`shard/exclusive.rs`), then its
+/// commands run in order, each segment of planned commands as one batch per shard, each
+/// exclusive command as it runs alone, with no other client's command in between.
+async fn part_held(
+    ctx: &ShardCtx,
+    segments: &mut [Segment<'_>],
+    v: Version,
+    watch: Option<(&[bool], &Watcher)>,
+    commands: usize,
+    out: &mut Vec<u8>,
+) -> bool {
+    let n = ctx.shards();
+    let mut shards: Vec<usize> = Vec::new();
+    for seg in segments.iter() {
+        match seg {
+            Segment::Planned(pend) => {
+                shards.extend((0..n).filter(|&s| !pend.plan.batches[s].is_empty()))
             }
-            for kv in pairs {
-                p.op(&Op::put(kv[0], kv[1]));
-            }
-            let n = (a.len() - 1) / 2;
-            p.recipes.push(Recipe::AllOk { first, n });
+            Segment::Exclusive(Ok(e)) => shards.extend(e.keys().iter().map(|k| shard_of(k, n))),
+            Segment::Exclusive(Err(_)) => {}
         }
-        b"del" | b"unlink" => {
-            for k in &a[1..] {
-                p.op(&Op::delete(k));
+    }
+    if let Some((w, _)) = watch {
+        shards.extend((0..n).filter(|&s| w[s]));
+    }
+    let mut plan = Plan::new(n);
+    let held = exclusive::run(ctx, &shards, |h| {
+        if let Some((_, w)) = watch {
+            if w.is_dirty() {
+                return false;
             }
-            let n = a.len() - 1;
-            p.recipes.push(Recipe::CountFound { first, n });
+            RespWriter::new(out, v).array_len(commands);
         }
-        b"mget" => {
-            for k in &a[1..] {
-                p.op(&Op::get(k));
+        for seg in segments.iter_mut() {
+            match seg {
+                Segment::Planned(pend) => {
+                    // On `Err` (a shard gone) its operations render as errors.
+                    let _ = h.run(&mut pend.plan);
+                    reply::render(pend, v, out, &ctx.stats);
+                }
+                Segment::Exclusive(Ok(e)) => e.run(ctx, h, &mut plan).write(out, v),
+                Segment::Exclusive(Err(a)) => a.write(out, v),
             }
-            let n = a.len() - 1;
-            p.recipes.push(Recipe::Values { first, n });
         }
-        _ => {
-            let text = format!(
-                "ERR {} cannot run inside MULTI yet (issue 20)",
-                String::from_utf8_lossy(&name).to_ascii_uppercase()
-            );
-            cmd::error(p, v, &text);
+        true
+    })
+    .await;
+    match held {
+        Ok(true) => true,
+        Ok(false) => aborted(ctx, v, out),
+        Err(e) => {
+            RespWriter::new(out, v).error(&cmd::op_error_text(&e));
+            false
         }
     }
 }
 
-/// The limit a SET of `key` and `value` would break (the engine's own check, made before
-/// anything of an MSET is planned, so that it stores all its pairs or none).
-fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<directkv_engine::OpError> {
-    use directkv_engine::OpError;
-    if key.is_empty() {
-        Some(OpError::KeyEmpty)
-    } else if key.len() > cfg.key_len_max {
-        Some(OpError::KeyTooLong {
-            len: key.len(),
-            max: cfg.key_len_max,
-        })
-    } else if value.len() > cfg.value_len_max {
-        Some(OpError::ValueTooLarge {
-            len: value.len(),
-            max: cfg.value_len_max,
-        })
-    } else {
-        None
+/// Plans a command that runs alone as an atomic plan outside a transaction (MSET, and DEL,
+/// UNLINK or MGET over several shards): inside one, the transaction is the atomic plan.
+fn plan_atomic(p: &mut Pending, v: Version, cfg: &ServerConfig, a: &[&[u8]]) {
+    let name = Name::lower(a[0]);
+    match name.as_bytes() {
+        b"mset" => {
+            if let Err(e) = cmd::strings::plan_mset(p, cfg, a) {
+                cmd::error(p, v, &cmd::op_error_text(&e));
+            }
+        }
+        b"del" | b"unlink" => cmd::strings::plan_del(p, &a[1..]),
+        b"mget" => cmd::strings::plan_mget(p, &a[1..]),
+        other => unreachable!("{} is not an atomic plan", String::from_utf8_lossy(other)),
     }
 }

@@ -142,23 +142,32 @@ fn refused(ctx: &ShardCtx, r: Result<(), OpError>) -> Result<(), OpError> {
     r
 }
 
-/// A plan over several shards (see the module comment).
-async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
-    let _one_at_a_time = CROSS_SHARD.lock().await;
-    // Every other involved shard, ascending: its "fits" answer, the sender of its decision,
-    // and where its results come back. Dropping this (an early return, or the future dropped)
-    // aborts every shard parked so far.
+/// A shard parked by a `Hold`: the sender of its decision (dropping it aborts) and where its
+/// results come back.
+struct Parked {
+    shard: usize,
+    decide: std_mpsc::Sender<Decision>,
+    done: oneshot::Receiver<(OwnedBatch, Results)>,
+}
+
+/// Sends each of `shards` (ascending, not this one) a `Hold` of its part of `p` and waits
+/// until every one answered "fits" (`check`: after `Engine::check_atomic`). Dropping the
+/// answer (an early return, or the future dropped) aborts every shard parked so far.
+async fn park(
+    ctx: &ShardCtx,
+    p: &mut Plan,
+    shards: impl Iterator<Item = usize>,
+    check: bool,
+) -> Result<Vec<Parked>, OpError> {
     let mut held = Vec::new();
-    for s in 0..ctx.shards() {
-        if s == ctx.id || p.batches[s].is_empty() {
-            continue;
-        }
+    let mut answers = Vec::new();
+    for s in shards {
         let (batch, results) = p.take_for_execution(s);
         let (ready_tx, ready) = oneshot::channel();
         let (decide, decision) = std_mpsc::channel();
         let (done_tx, done) = oneshot::channel();
         let channels = HoldChannels {
-            check: true,
+            check,
             ready: ready_tx,
             decision,
             done: done_tx,
@@ -171,15 +180,54 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
         if ctx.peers[s].send(job).await.is_err() {
             return Err(UNAVAILABLE);
         }
-        held.push((s, ready, decide, done));
+        held.push(Parked {
+            shard: s,
+            decide,
+            done,
+        });
+        answers.push(ready);
     }
-    for (_, ready, _, _) in held.iter_mut() {
+    for ready in answers {
         match ready.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(UNAVAILABLE),
         }
     }
+    Ok(held)
+}
+
+/// Tells every parked shard to commit (part of the commit step: no await).
+fn commit(held: &[Parked]) {
+    for h in held {
+        // A parked shard keeps its receiver until it decides; a send cannot fail before.
+        let _ = h.decide.send(Decision::Commit);
+    }
+}
+
+/// After the commit: collects every parked shard's results into the plan.
+async fn collect(p: &mut Plan, held: Vec<Parked>) -> Result<(), OpError> {
+    let mut answered = true;
+    for h in held {
+        match h.done.await {
+            Ok((batch, results)) => p.executed(h.shard, batch, results),
+            Err(_) => answered = false,
+        }
+    }
+    if answered {
+        Ok(())
+    } else {
+        Err(UNAVAILABLE)
+    }
+}
+
+/// A plan over several shards (see the module comment).
+async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
+    let _one_at_a_time = CROSS_SHARD.lock().await;
+    let others: Vec<usize> = (0..ctx.shards())
+        .filter(|&s| s != ctx.id && !p.batches[s].is_empty())
+        .collect();
+    let held = park(ctx, p, others.into_iter(), true).await?;
     // The commit step: no await from the own check to the last Commit sent.
     let (batch, mut results) = p.take_for_execution(ctx.id);
     let own_ops = batch.ops();
@@ -194,26 +242,12 @@ async fn execute_cross(ctx: &ShardCtx, p: &mut Plan) -> Result<(), OpError> {
     if !own_ops.is_empty() {
         ctx.execute(&own_ops, &mut results);
     }
-    for (_, _, decide, _) in &held {
-        // A parked shard keeps its receiver until it decides; a send cannot fail before.
-        let _ = decide.send(Decision::Commit);
-    }
+    commit(&held);
     drop(committing);
     drop(own_ops);
     p.executed(ctx.id, batch, results);
     // Every part is committed; what is left is collecting the other shards' results.
-    let mut answered = true;
-    for (s, _, _, done) in held {
-        match done.await {
-            Ok((batch, results)) => p.executed(s, batch, results),
-            Err(_) => answered = false,
-        }
-    }
-    if answered {
-        Ok(())
-    } else {
-        Err(UNAVAILABLE)
-    }
+    collect(p, held).await
 }
 
 /// EPOCH odd from `begin` to drop: the even increment happens even if the step unwinds (a
@@ -345,35 +379,8 @@ pub(crate) async fn execute_tx(
     ctx.stats.atomic_cross_shard.fetch_add(1, Ordering::Relaxed);
     let _one_at_a_time = CROSS_SHARD.lock().await;
     // As in `execute_cross`: dropping `held` aborts every shard parked so far.
-    let mut held = Vec::new();
-    for &s in involved.iter().filter(|&&s| s != ctx.id) {
-        let (batch, results) = p.take_for_execution(s);
-        let (ready_tx, ready) = oneshot::channel();
-        let (decide, decision) = std_mpsc::channel();
-        let (done_tx, done) = oneshot::channel();
-        let channels = HoldChannels {
-            check: false,
-            ready: ready_tx,
-            decision,
-            done: done_tx,
-        };
-        let job = Job::Hold {
-            batch,
-            results,
-            channels,
-        };
-        if ctx.peers[s].send(job).await.is_err() {
-            return Err(UNAVAILABLE);
-        }
-        held.push((s, ready, decide, done));
-    }
-    for (_, ready, _, _) in held.iter_mut() {
-        match ready.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(UNAVAILABLE),
-        }
-    }
+    let others = involved.iter().copied().filter(|&s| s != ctx.id);
+    let held = park(ctx, p, others, false).await?;
     // Every other shard is parked; from here to the last Commit sent, no await.
     if dirty() {
         return Ok(false);
@@ -383,21 +390,8 @@ pub(crate) async fn execute_tx(
     if !batch.is_empty() {
         ctx.execute(&batch.ops(), &mut results);
     }
-    for (_, _, decide, _) in &held {
-        let _ = decide.send(Decision::Commit);
-    }
+    commit(&held);
     drop(committing);
     p.executed(ctx.id, batch, results);
-    let mut answered = true;
-    for (s, _, _, done) in held {
-        match done.await {
-            Ok((batch, results)) => p.executed(s, batch, results),
-            Err(_) => answered = false,
-        }
-    }
-    if answered {
-        Ok(true)
-    } else {
-        Err(UNAVAILABLE)
-    }
+    collect(p, held).await.map(|()| true)
 }

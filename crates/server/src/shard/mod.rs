@@ -25,6 +25,7 @@ pub(crate) mod exclusive;
 pub(crate) mod expiry;
 pub(crate) mod panics;
 pub(crate) mod prefault;
+pub(crate) mod scan;
 pub(crate) mod watches;
 
 use std::cell::RefCell;
@@ -81,6 +82,12 @@ pub(crate) enum Job {
     /// Answer "parked", then run only the coordinator's messages until it lets go: an
     /// exclusive section (`exclusive.rs`: RENAME, COPY, MSETNX across shards).
     Park { channels: exclusive::ParkChannels },
+    /// One step of a walk over this shard's keys (`scan.rs`: SCAN, KEYS, RANDOMKEY): run it
+    /// and send it back with the keys found.
+    Scan {
+        step: scan::Step,
+        reply: oneshot::Sender<scan::Step>,
+    },
 }
 
 /// A service that lives on a shard's thread next to its connections: given the shard's
@@ -127,8 +134,9 @@ impl ShardCtx {
         e.set_eviction_policy(self.stats.live.maxmemory_policy());
         e.execute(ops, results);
         e.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
-        drop(e);
-        self.watches.shard(self.id).touched(ops, results);
+        let watched = self.watches.shard(self.id);
+        watched.touched(ops, results);
+        watched.expired(e.reclaimed_keys());
     }
 
     /// One step of the expiry sweep (`expiry.rs`): removes the expired keys of `buckets` main
@@ -138,7 +146,22 @@ impl ShardCtx {
     pub(crate) fn sweep_step(&self, cursor: u64, buckets: u64) -> u64 {
         let mut e = self.engine.borrow_mut();
         e.set_now(expiry::now_ms());
-        e.expire_step(cursor, buckets).0
+        let next = e.expire_step(cursor, buckets).0;
+        self.watches.shard(self.id).expired(e.reclaimed_keys());
+        next
+    }
+
+    /// Runs one step of a walk over this shard's live keys (`scan.rs`), at the time of now: a
+    /// read, which changes no key.
+    pub(crate) fn scan_step(&self, step: &mut scan::Step) {
+        let mut e = self.engine.borrow_mut();
+        e.set_now(expiry::now_ms());
+        scan::walk(&e, step);
+    }
+
+    /// Main buckets of this shard's index: the range of a walk's cursor (`scan.rs`).
+    pub(crate) fn index_buckets(&self) -> u64 {
+        self.engine.borrow().scan_buckets()
     }
 
     /// Keys with a deadline in this shard.
@@ -167,10 +190,10 @@ impl ShardCtx {
         e.check_atomic(ops)
     }
 
-    /// Arena bytes a key-value of these lengths takes (MEMORY USAGE; every shard's engine has
-    /// the same layout rules).
-    pub(crate) fn footprint_bytes(&self, klen: usize, vlen: usize) -> usize {
-        self.engine.borrow().footprint_bytes(klen, vlen)
+    /// Arena bytes a key-value of these lengths, with a deadline or not, takes (MEMORY USAGE;
+    /// every shard's engine has the same layout rules).
+    pub(crate) fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
+        self.engine.borrow().footprint_bytes(klen, vlen, deadline)
     }
 
     /// Keys stored in this shard.
@@ -338,6 +361,13 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 channels,
             } => atomic::hold(&ctx, batch, results, channels),
             Job::Park { channels } => exclusive::park(&ctx, channels),
+            Job::Scan { mut step, reply } => {
+                let ran =
+                    panics::contain_blocking("scan step", &ctx.stats, || ctx.scan_step(&mut step));
+                if ran.is_some() {
+                    let _ = reply.send(step);
+                }
+            }
         }
     }
 }

@@ -22,7 +22,12 @@
 //! Which writes count: an operation that is not a read (get, reduce, filter) and whose status
 //! is `Ok`, i.e. that changed its key, as Redis signals a key only when it was modified: a DEL
 //! of a missing key, a SET NX on an existing one or an INCR of a non-number leave watchers
-//! alone. A flush marks every watcher of the shard dirty (Redis marks only the watched keys
+//! alone. Expiry counts too, as in Redis 7: the engine reports every key it removed for its
+//! deadline (a lookup that found it expired, or the sweep: `Engine::reclaimed_keys`) and the
+//! same two doors hand them to [`Table::expired`]. A watched key that is past its deadline
+//! but not yet removed is removed by EXEC itself: `resp/multi.rs` looks every watched key up
+//! before it decides (and WATCH does before it watches, so that a key already expired at
+//! WATCH does not abort the transaction when it is reclaimed, as in Redis). A flush marks every watcher of the shard dirty (Redis marks only the watched keys
 //! that existed; directkv errs on the side of an aborted transaction, which a client retries).
 //!
 //! Non-goals: watching in other protocols (native, OCSM) – they have no transactions.
@@ -101,6 +106,25 @@ impl Table {
                 continue;
             }
             if let Some(watchers) = keys.get(op.key) {
+                watchers.iter().for_each(|w| w.touch());
+            }
+        }
+    }
+
+    /// The expiry hook: called by `ShardCtx::execute` and `ShardCtx::sweep_step` with the keys
+    /// the engine removed because their deadline had passed (`Engine::reclaimed_keys`).
+    #[inline]
+    pub(crate) fn expired<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        if self.watched.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut keys = keys.peekable();
+        if keys.peek().is_none() {
+            return;
+        }
+        let table = self.lock();
+        for key in keys {
+            if let Some(watchers) = table.get(key) {
                 watchers.iter().for_each(|w| w.touch());
             }
         }
@@ -195,6 +219,11 @@ impl Watches {
         self.watcher.is_dirty()
     }
 
+    /// The watched keys.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.keys.iter().map(|(_, k)| &**k)
+    }
+
     /// The shards that own a watched key (each may appear several times).
     pub(crate) fn shards(&self) -> impl Iterator<Item = usize> + '_ {
         self.keys.iter().map(|(s, _)| *s)
@@ -238,6 +267,7 @@ mod tests {
         let mut r = Results::default();
         e.execute(ops, &mut r);
         t.touched(ops, &r);
+        t.expired(e.reclaimed_keys());
     }
 
     #[test]
@@ -268,6 +298,42 @@ mod tests {
         assert!(!b.is_dirty());
         tables.shard(0).flushed();
         assert!(b.is_dirty());
+    }
+
+    #[test]
+    fn expiry_marks_watchers_whether_a_lookup_or_the_sweep_removes_the_key() {
+        let mut e = Engine::new(EngineConfig::with_memory(
+            directkv_engine::engine::MEMORY_BYTES_MIN,
+        ))
+        .unwrap();
+        let tables = Arc::new(Tables::new(1));
+        let t = tables.shard(0);
+        e.set_now(1_000);
+        let at = |ms: u64| directkv_engine::expire_args(ms, directkv_engine::cond::ANY);
+        let (a2, a3) = (at(2_000), at(3_000));
+        run(&mut e, t, &[Op::put_expire(b"lazy", b"v", &a2)]);
+        run(&mut e, t, &[Op::put_expire(b"swept", b"v", &a3)]);
+        run(&mut e, t, &[Op::put_expire(b"other", b"v", &a2)]);
+        let mut lazy = Watches::new(tables.clone());
+        let mut swept = Watches::new(tables.clone());
+        lazy.watch(0, b"lazy");
+        swept.watch(0, b"swept");
+        e.set_now(2_500);
+        run(&mut e, t, &[Op::get(b"other"), Op::get(b"swept")]);
+        assert!(!lazy.is_dirty() && !swept.is_dirty(), "another key expired");
+        run(&mut e, t, &[Op::get(b"lazy").no_return()]);
+        assert!(lazy.is_dirty(), "a lookup removed the expired key");
+        assert!(!swept.is_dirty());
+        e.set_now(3_000);
+        let mut cursor = 0;
+        loop {
+            cursor = e.expire_step(cursor, 64).0;
+            t.expired(e.reclaimed_keys());
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert!(swept.is_dirty(), "the sweep removed the expired key");
     }
 
     #[test]

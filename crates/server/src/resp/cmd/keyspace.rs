@@ -2,19 +2,23 @@
 //! replies and error texts.
 //!
 //! ```text
-//!  TYPE TOUCH OBJECT MEMORY   queued reads; `render` derives the reply (`Recipe::Key`)
+//!  TYPE TOUCH OBJECT          queued reads; `render` derives the reply (`Recipe::Key`)
 //!  RENAME RENAMENX COPY       Planned::Atomic ─> shard/exclusive.rs: the key's shards held,
-//!  MSETNX                     read, decide, write (all or nothing) with nothing in between
+//!  MSETNX MEMORY USAGE        read, decide, write (all or nothing) with nothing in between
 //! ```
 //!
-//! Deadlines (issue 20 item 1, another branch): RENAME and COPY must carry the source's
-//! deadline to the destination. The value moves in one place, [`moved`]: when the engine keeps
-//! deadlines, its read returns the source's and its put sets it there.
+//! Deadlines: RENAME and COPY carry the source's deadline to the destination. The value moves
+//! in one place, [`moved`]: the source's deadline is read in the same hold as its value and
+//! its put sets it there. MEMORY USAGE counts a deadline's bytes (a key with one is a record).
+//!
+//! Inside MULTI the same commands run in EXEC's place for them ([`Exclusive`]): the
+//! transaction holds every shard it touches and runs them between its other commands.
 
 use directkv_engine::{cond, expire_args, Op, OpError, Status, NO_DEADLINE};
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{arity, error, help_lines, op_error_text, parse_int, Planned};
+use crate::config::ServerConfig;
 use crate::resp::reply::{Pending, Recipe};
 use crate::shard::dispatch::{shard_of, Plan};
 use crate::shard::{exclusive, ShardCtx};
@@ -182,60 +186,151 @@ pub(crate) fn render(w: &mut RespWriter<'_>, d: Key, s: Status, data: &[u8]) {
 }
 
 /// A reply decided inside an exclusive section.
-enum Answer {
+pub(crate) enum Answer {
     Ok,
     Null,
     Int(i64),
     Error(String),
 }
 
-/// Runs RENAME, RENAMENX, COPY or MSETNX (`plan` answered `Planned::Atomic`) into the empty
-/// `p`.
-pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) {
-    let answer = match name {
-        b"rename" => rename(ctx, a[1], a[2], false).await,
-        b"renamenx" => rename(ctx, a[1], a[2], true).await,
-        b"copy" => copy(ctx, a).await,
-        b"msetnx" => msetnx(ctx, a).await,
-        b"memory" => usage(ctx, a[2]).await,
-        _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
-    };
-    p.immediate(|o| {
-        let mut w = RespWriter::new(o, v);
-        match answer {
+impl Answer {
+    pub(crate) fn write(&self, out: &mut Vec<u8>, v: Version) {
+        let mut w = RespWriter::new(out, v);
+        match self {
             Answer::Ok => w.simple("OK"),
             Answer::Null => w.null(),
-            Answer::Int(i) => w.integer(i),
-            Answer::Error(e) => w.error(&e),
+            Answer::Int(i) => w.integer(*i),
+            Answer::Error(e) => w.error(e),
         }
-    });
-}
-
-/// MEMORY USAGE key (its options checked by `memory`): the arena bytes the key-value takes,
-/// computed by the engine from the key's and value's lengths.
-async fn usage(ctx: &ShardCtx, key: &[u8]) -> Answer {
-    let mut plan = Plan::new(ctx.shards());
-    plan.op(&Op::get(key));
-    crate::shard::dispatch::execute(ctx, &mut plan).await;
-    match plan.result(0) {
-        (Status::Ok, d) => Answer::Int(ctx.footprint_bytes(key.len(), d.len()) as i64),
-        (Status::Error(e), _) => Answer::Error(op_error_text(&e)),
-        _ => Answer::Null,
     }
 }
 
-/// Runs `f` with the shards of `keys` held (`shard/exclusive.rs`).
-async fn held(
-    ctx: &ShardCtx,
-    keys: &[&[u8]],
-    f: impl FnOnce(&mut exclusive::Held<'_>, &mut Plan) -> Answer,
-) -> Answer {
-    let n = ctx.shards();
-    let shards: Vec<usize> = keys.iter().map(|k| shard_of(k, n)).collect();
-    let mut plan = Plan::new(n);
-    match exclusive::run(ctx, &shards, |h| f(h, &mut plan)).await {
-        Ok(a) => a,
+/// A command that reads before it writes (RENAME, RENAMENX, COPY, MSETNX) or reads what no
+/// operation's result carries alone (MEMORY USAGE: value and deadline), parsed: it runs with
+/// its keys' shards held (`shard/exclusive.rs`), alone (`atomic`) or inside a transaction
+/// (`resp/multi.rs`, which holds every shard of the transaction and runs it in its place).
+pub(crate) enum Exclusive<'a> {
+    Rename {
+        src: &'a [u8],
+        dst: &'a [u8],
+        nx: bool,
+    },
+    Copy {
+        src: &'a [u8],
+        dst: &'a [u8],
+        replace: bool,
+    },
+    Msetnx(Vec<(&'a [u8], &'a [u8])>),
+    Usage(&'a [u8]),
+}
+
+impl<'a> Exclusive<'a> {
+    /// Parses a command `plan` answered `Planned::Atomic` for and `is_atomic` names (arity
+    /// and MEMORY's options checked); `Err` is the reply for bad arguments, found before any
+    /// key is read, as Redis does.
+    pub(crate) fn parse(cfg: &ServerConfig, name: &[u8], a: &[&'a [u8]]) -> Result<Self, Answer> {
+        Ok(match name {
+            b"rename" | b"renamenx" => Exclusive::Rename {
+                src: a[1],
+                dst: a[2],
+                nx: name == b"renamenx",
+            },
+            b"copy" => copy_options(a)?,
+            b"msetnx" => {
+                let pairs: Vec<(&[u8], &[u8])> =
+                    a[1..].chunks_exact(2).map(|kv| (kv[0], kv[1])).collect();
+                if let Some(e) = pairs
+                    .iter()
+                    .find_map(|(k, v)| super::strings::limit_error(cfg, k, v))
+                {
+                    return Err(Answer::Error(op_error_text(&e)));
+                }
+                Exclusive::Msetnx(pairs)
+            }
+            b"memory" => Exclusive::Usage(a[2]),
+            _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
+        })
+    }
+
+    /// The keys whose shards must be held.
+    pub(crate) fn keys(&self) -> Vec<&'a [u8]> {
+        match *self {
+            Exclusive::Rename { src, dst, .. } | Exclusive::Copy { src, dst, .. } => {
+                vec![src, dst]
+            }
+            Exclusive::Msetnx(ref pairs) => pairs.iter().map(|(k, _)| *k).collect(),
+            Exclusive::Usage(key) => vec![key],
+        }
+    }
+
+    /// Runs it on the held shards (`plan`: scratch, emptied first).
+    pub(crate) fn run(
+        &self,
+        ctx: &ShardCtx,
+        h: &mut exclusive::Held<'_>,
+        plan: &mut Plan,
+    ) -> Answer {
+        match *self {
+            Exclusive::Rename { src, dst, nx } => rename(h, plan, src, dst, nx),
+            Exclusive::Copy { src, dst, replace } => copy(ctx, h, plan, src, dst, replace),
+            Exclusive::Msetnx(ref pairs) => msetnx(h, plan, pairs),
+            Exclusive::Usage(key) => usage(ctx, h, plan, key),
+        }
+    }
+}
+
+/// Runs RENAME, RENAMENX, COPY, MSETNX or MEMORY USAGE (`plan` answered `Planned::Atomic`)
+/// into the empty `p`, with its keys' shards held.
+pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) {
+    let answer = match Exclusive::parse(&ctx.cfg, name, a) {
+        // A read of one key: one batch on its shard sees value and deadline together.
+        Ok(Exclusive::Usage(key)) => {
+            let mut plan = Plan::new(ctx.shards());
+            usage_plan(&mut plan, key);
+            crate::shard::dispatch::execute(ctx, &mut plan).await;
+            usage_answer(ctx, &plan, key)
+        }
+        Ok(e) => {
+            let n = ctx.shards();
+            let shards: Vec<usize> = e.keys().iter().map(|k| shard_of(k, n)).collect();
+            let mut plan = Plan::new(n);
+            match exclusive::run(ctx, &shards, |h| e.run(ctx, h, &mut plan)).await {
+                Ok(a) => a,
+                Err(e) => Answer::Error(op_error_text(&e)),
+            }
+        }
+        Err(a) => a,
+    };
+    p.immediate(|o| answer.write(o, v));
+}
+
+/// MEMORY USAGE key (its options checked by `memory`) on held shards (inside MULTI).
+fn usage(ctx: &ShardCtx, h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8]) -> Answer {
+    usage_plan(plan, key);
+    match h.run(plan) {
+        Ok(()) => usage_answer(ctx, plan, key),
         Err(e) => Answer::Error(op_error_text(&e)),
+    }
+}
+
+/// MEMORY USAGE's reads: the value and the deadline, in one batch of the key's shard.
+fn usage_plan(plan: &mut Plan, key: &[u8]) {
+    plan.clear();
+    plan.op(&Op::get(key));
+    plan.op(&Op::ttl(key));
+}
+
+/// The arena bytes the key-value takes, computed by the engine from the key's and value's
+/// lengths and whether it has a deadline (`usage_plan`'s results); null for a missing key.
+fn usage_answer(ctx: &ShardCtx, plan: &Plan, key: &[u8]) -> Answer {
+    let deadline = ttl_deadline(plan.result(1));
+    match plan.result(0) {
+        (Status::Ok, d) => {
+            let bytes = ctx.footprint_bytes(key.len(), d.len(), deadline != NO_DEADLINE);
+            Answer::Int(bytes as i64)
+        }
+        (Status::Error(e), _) => Answer::Error(op_error_text(&e)),
+        _ => Answer::Null,
     }
 }
 
@@ -268,11 +363,18 @@ fn deadline_of(h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8]) -> Resu
     plan.clear();
     plan.op(&Op::ttl(key));
     h.run(plan).map_err(|e| Answer::Error(op_error_text(&e)))?;
-    Ok(match plan.result(0) {
+    match plan.result(0) {
+        (Status::Error(e), _) => Err(Answer::Error(op_error_text(&e))),
+        r => Ok(ttl_deadline(r)),
+    }
+}
+
+/// The deadline a `Ttl` operation's result carries (`NO_DEADLINE`: none, or no key).
+fn ttl_deadline(r: (Status, &[u8])) -> u64 {
+    match r {
         (Status::Ok, d) if d.len() == 16 => u64::from_le_bytes(d[..8].try_into().expect("8 bytes")),
-        (Status::Error(e), _) => return Err(Answer::Error(op_error_text(&e))),
         _ => NO_DEADLINE,
-    })
+    }
 }
 
 /// Stores `value` at `dst` (and deletes `src` when moving), all or nothing. The one place a
@@ -300,33 +402,36 @@ fn moved(
 }
 
 /// RENAME / RENAMENX src dst.
-async fn rename(ctx: &ShardCtx, src: &[u8], dst: &[u8], nx: bool) -> Answer {
-    held(ctx, &[src, dst], |h, plan| {
-        let found = match read_keys(h, plan, &[src, dst], 1) {
-            Ok(found) => found,
-            Err(a) => return a,
-        };
-        let Some(value) = &found[0] else {
-            return Answer::Error(ERR_NO_SUCH_KEY.into());
-        };
-        if src == dst || (nx && found[1].is_some()) {
-            return if nx { Answer::Int(0) } else { Answer::Ok };
-        }
-        let deadline = match deadline_of(h, plan, src) {
-            Ok(d) => d,
-            Err(a) => return a,
-        };
-        match moved(h, plan, Some(src), dst, value, deadline) {
-            Ok(()) if nx => Answer::Int(1),
-            Ok(()) => Answer::Ok,
-            Err(e) => Answer::Error(op_error_text(&e)),
-        }
-    })
-    .await
+fn rename(
+    h: &mut exclusive::Held<'_>,
+    plan: &mut Plan,
+    src: &[u8],
+    dst: &[u8],
+    nx: bool,
+) -> Answer {
+    let found = match read_keys(h, plan, &[src, dst], 1) {
+        Ok(found) => found,
+        Err(a) => return a,
+    };
+    let Some(value) = &found[0] else {
+        return Answer::Error(ERR_NO_SUCH_KEY.into());
+    };
+    if src == dst || (nx && found[1].is_some()) {
+        return if nx { Answer::Int(0) } else { Answer::Ok };
+    }
+    let deadline = match deadline_of(h, plan, src) {
+        Ok(d) => d,
+        Err(a) => return a,
+    };
+    match moved(h, plan, Some(src), dst, value, deadline) {
+        Ok(()) if nx => Answer::Int(1),
+        Ok(()) => Answer::Ok,
+        Err(e) => Answer::Error(op_error_text(&e)),
+    }
 }
 
-/// COPY src dst [DB 0] [REPLACE].
-async fn copy(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
+/// COPY src dst [DB 0] [REPLACE]: its arguments.
+fn copy_options<'a>(a: &[&'a [u8]]) -> Result<Exclusive<'a>, Answer> {
     let mut replace = false;
     let mut j = 3;
     while j < a.len() {
@@ -335,72 +440,71 @@ async fn copy(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
         } else if a[j].eq_ignore_ascii_case(b"db") && j + 1 < a.len() {
             match parse_int(a[j + 1]).filter(|d| i32::try_from(*d).is_ok()) {
                 Some(0) => {}
-                Some(_) => return Answer::Error(resp::err_db_index().into()),
-                None => return Answer::Error(resp::err_not_integer().into()),
+                Some(_) => return Err(Answer::Error(resp::err_db_index().into())),
+                None => return Err(Answer::Error(resp::err_not_integer().into())),
             }
             j += 1;
         } else {
-            return Answer::Error(resp::err_syntax().into());
+            return Err(Answer::Error(resp::err_syntax().into()));
         }
         j += 1;
     }
     let (src, dst) = (a[1], a[2]);
     if src == dst {
-        return Answer::Error(ERR_SAME_OBJECT.into());
+        return Err(Answer::Error(ERR_SAME_OBJECT.into()));
     }
-    held(ctx, &[src, dst], |h, plan| {
-        let found = match read_keys(h, plan, &[src, dst], 1) {
-            Ok(found) => found,
-            Err(a) => return a,
-        };
-        // Redis reads COPY's source as a lookup (a keyspace hit or miss), its destination not.
-        let counter = match found[0] {
-            Some(_) => &ctx.stats.keyspace_hits,
-            None => &ctx.stats.keyspace_misses,
-        };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let Some(value) = &found[0] else {
-            return Answer::Int(0);
-        };
-        if found[1].is_some() && !replace {
-            return Answer::Int(0);
-        }
-        let deadline = match deadline_of(h, plan, src) {
-            Ok(d) => d,
-            Err(a) => return a,
-        };
-        match moved(h, plan, None, dst, value, deadline) {
-            Ok(()) => Answer::Int(1),
-            Err(e) => Answer::Error(op_error_text(&e)),
-        }
-    })
-    .await
+    Ok(Exclusive::Copy { src, dst, replace })
+}
+
+/// COPY src dst: the copy itself.
+fn copy(
+    ctx: &ShardCtx,
+    h: &mut exclusive::Held<'_>,
+    plan: &mut Plan,
+    src: &[u8],
+    dst: &[u8],
+    replace: bool,
+) -> Answer {
+    let found = match read_keys(h, plan, &[src, dst], 1) {
+        Ok(found) => found,
+        Err(a) => return a,
+    };
+    // Redis reads COPY's source as a lookup (a keyspace hit or miss), its destination not.
+    let counter = match found[0] {
+        Some(_) => &ctx.stats.keyspace_hits,
+        None => &ctx.stats.keyspace_misses,
+    };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let Some(value) = &found[0] else {
+        return Answer::Int(0);
+    };
+    if found[1].is_some() && !replace {
+        return Answer::Int(0);
+    }
+    let deadline = match deadline_of(h, plan, src) {
+        Ok(d) => d,
+        Err(a) => return a,
+    };
+    match moved(h, plan, None, dst, value, deadline) {
+        Ok(()) => Answer::Int(1),
+        Err(e) => Answer::Error(op_error_text(&e)),
+    }
 }
 
 /// MSETNX key value [key value ...]: all set, or none when any key exists.
-async fn msetnx(ctx: &ShardCtx, a: &[&[u8]]) -> Answer {
-    let pairs: Vec<(&[u8], &[u8])> = a[1..].chunks_exact(2).map(|kv| (kv[0], kv[1])).collect();
-    if let Some(e) = pairs
-        .iter()
-        .find_map(|(k, v)| super::strings::limit_error(&ctx.cfg, k, v))
-    {
-        return Answer::Error(op_error_text(&e));
-    }
+fn msetnx(h: &mut exclusive::Held<'_>, plan: &mut Plan, pairs: &[(&[u8], &[u8])]) -> Answer {
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
-    held(ctx, &keys, |h, plan| {
-        match read_keys(h, plan, &keys, 0) {
-            Ok(found) if found.iter().any(Option::is_some) => return Answer::Int(0),
-            Ok(_) => {}
-            Err(a) => return a,
-        }
-        plan.clear();
-        for (k, v) in &pairs {
-            plan.op(&Op::put(k, v));
-        }
-        match h.run_atomic(plan) {
-            Ok(()) => Answer::Int(1),
-            Err(e) => Answer::Error(op_error_text(&e)),
-        }
-    })
-    .await
+    match read_keys(h, plan, &keys, 0) {
+        Ok(found) if found.iter().any(Option::is_some) => return Answer::Int(0),
+        Ok(_) => {}
+        Err(a) => return a,
+    }
+    plan.clear();
+    for (k, v) in pairs {
+        plan.op(&Op::put(k, v));
+    }
+    match h.run_atomic(plan) {
+        Ok(()) => Answer::Int(1),
+        Err(e) => Answer::Error(op_error_text(&e)),
+    }
 }

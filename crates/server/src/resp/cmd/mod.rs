@@ -8,7 +8,9 @@ pub mod command;
 pub mod config_cmd;
 pub mod dkv;
 pub mod expiry;
+pub mod glob;
 pub mod keyspace;
+pub mod scan;
 pub mod server;
 pub mod strings;
 
@@ -108,6 +110,9 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("lastsave", 1),
     ("shutdown", -1),
     ("setnx", 3),
+    ("scan", -2),
+    ("keys", 2),
+    ("randomkey", 1),
 ];
 
 /// What a command needs beyond the plan.
@@ -196,6 +201,9 @@ pub fn plan(
         return r;
     }
     if let Some(r) = server::plan(p, s, name, args, requirepass) {
+        return r;
+    }
+    if let Some(r) = scan::plan(p, v, name, args) {
         return r;
     }
     let msg = resp::err_unknown_command(args[0], args[1..].iter().copied());

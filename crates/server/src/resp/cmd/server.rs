@@ -261,6 +261,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             let text = crate::resp::info::info(ctx, &a[1..]).await;
             info_reply(out, v, &text);
         }
+        n if super::scan::is_walk(n.as_bytes()) => super::scan::barrier(ctx, v, a, out).await,
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
     }
 }

