@@ -11,6 +11,7 @@
 //!   report/    what net runs print: tables, CSV, charts, the progress bar
 //!   soak/      every issue 19 attack at once against one server, with well-behaved clients
 //!                measuring latency and lost writes (`bench soak`, scripts/soak.sh)
+//!   expiry.rs  the expiry-lag target of issue 20 (`bench expiry`): deadlines under YCSB-B
 //!   dist.rs    key distributions, shared by engine/ and net/
 //! ```
 //!
@@ -28,6 +29,7 @@
 
 pub mod dist;
 pub mod engine;
+pub mod expiry;
 pub mod machine;
 pub mod net;
 pub mod ocsm;

@@ -46,15 +46,26 @@ async fn deadlines_follow_redis_semantics() {
 
     // KEEPTTL keeps it; a plain put clears it (Redis SET without KEEPTTL).
     c.put_keep_deadline(b"k", b"v2").await.unwrap();
-    assert!(matches!(c.ttl(b"k").await.unwrap(), Ttl::Expires { deadline_ms, .. } if deadline_ms == d));
+    assert!(
+        matches!(c.ttl(b"k").await.unwrap(), Ttl::Expires { deadline_ms, .. } if deadline_ms == d)
+    );
     assert_eq!(c.get(b"k").await.unwrap().as_deref(), Some(&b"v2"[..]));
     c.put(b"k", b"v3").await.unwrap();
     assert_eq!(c.ttl(b"k").await.unwrap(), Ttl::Persistent);
 
     // NX / XX on put_with_deadline.
-    assert!(!c.put_with_deadline_if(b"k", b"x", d, cond::NX).await.unwrap());
-    assert!(!c.put_with_deadline_if(b"new", b"x", d, cond::XX).await.unwrap());
-    assert!(c.put_with_deadline_if(b"new", b"x", d, cond::NX).await.unwrap());
+    assert!(!c
+        .put_with_deadline_if(b"k", b"x", d, cond::NX)
+        .await
+        .unwrap());
+    assert!(!c
+        .put_with_deadline_if(b"new", b"x", d, cond::XX)
+        .await
+        .unwrap());
+    assert!(c
+        .put_with_deadline_if(b"new", b"x", d, cond::NX)
+        .await
+        .unwrap());
     assert!(c.exists(b"new").await.unwrap());
 
     // EXPIRE conditions: NX only without a deadline, XX only with one, GT later, LT earlier.
@@ -64,7 +75,9 @@ async fn deadlines_follow_redis_semantics() {
     assert!(!c.expire(b"k", d - 1000, cond::GT).await.unwrap());
     assert!(c.expire(b"k", d + 1000, cond::GT).await.unwrap());
     assert!(c.expire(b"k", d - 1000, cond::LT | cond::XX).await.unwrap());
-    assert!(matches!(c.ttl(b"k").await.unwrap(), Ttl::Expires { deadline_ms, .. } if deadline_ms == d - 1000));
+    assert!(
+        matches!(c.ttl(b"k").await.unwrap(), Ttl::Expires { deadline_ms, .. } if deadline_ms == d - 1000)
+    );
     assert!(!c.expire(b"missing", d, cond::ANY).await.unwrap());
 
     // PERSIST: true once, then false; missing is false.
@@ -164,7 +177,11 @@ async fn scan_returns_every_key_once_across_shards() {
     let mut shards_seen = BTreeSet::new();
     while let Some(page) = scan.next_page(&mut c).await.unwrap() {
         shards_seen.insert(scan.cursor() >> 52);
-        assert!(page.len() <= 7 + 64, "a page far past its count: {}", page.len());
+        assert!(
+            page.len() <= 7 + 64,
+            "a page far past its count: {}",
+            page.len()
+        );
         got.extend(page);
         pages += 1;
         assert!(pages < 1_000_000, "the scan does not end");

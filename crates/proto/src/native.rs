@@ -58,9 +58,9 @@ pub use frame::{
 };
 pub use keyspace::{
     parse_scan_args, parse_ttl_reply, scan_args, scan_cursor_shard, scan_reply_begin,
-    scan_reply_finish, scan_reply_key, scan_reply_key_len, ScanPosition, ScanReply,
-    SCAN_ARGS_LEN, SCAN_BUCKETS_PER_KEY, SCAN_COUNT_MAX, SCAN_CURSOR_BUCKET_MAX,
-    SCAN_CURSOR_SKIP_MAX, SCAN_REPLY_BYTES_MAX, TYPE_STRING,
+    scan_reply_finish, scan_reply_key, scan_reply_key_len, ScanPosition, ScanReply, SCAN_ARGS_LEN,
+    SCAN_BUCKETS_PER_KEY, SCAN_COUNT_MAX, SCAN_CURSOR_BUCKET_MAX, SCAN_CURSOR_SKIP_MAX,
+    SCAN_REPLY_BYTES_MAX, TYPE_STRING,
 };
 pub use limits::{
     NativeLimits, FRAME_LEN_MAX_DEFAULT, FRAME_OPS_MAX_DEFAULT, KEY_LEN_MAX_DEFAULT,

@@ -79,16 +79,14 @@ fn owned_op() -> impl Strategy<Value = OwnedOp> {
         arg(),
         arg(),
     )
-        .prop_map(|(kind, no_return, func, elem, key, arg, arg2)| {
-            OwnedOp {
-                kind,
-                no_return,
-                func: if kind.has_func() { func } else { 0 },
-                elem: if kind.has_func() { elem } else { 0 },
-                key,
-                arg: if kind.has_arg() { arg } else { vec![] },
-                arg2: if kind.has_arg2() { arg2 } else { vec![] },
-            }
+        .prop_map(|(kind, no_return, func, elem, key, arg, arg2)| OwnedOp {
+            kind,
+            no_return,
+            func: if kind.has_func() { func } else { 0 },
+            elem: if kind.has_func() { elem } else { 0 },
+            key,
+            arg: if kind.has_arg() { arg } else { vec![] },
+            arg2: if kind.has_arg2() { arg2 } else { vec![] },
         })
 }
 

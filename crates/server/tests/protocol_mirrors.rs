@@ -24,7 +24,10 @@ fn opcodes_and_element_types_agree() {
     // Deadlines: the argument bytes, conditions and special deadlines.
     assert_eq!(
         native::expire_args(123_456, native::cond::XX | native::cond::LT),
-        directkv_engine::expire_args(123_456, directkv_engine::cond::XX | directkv_engine::cond::LT)
+        directkv_engine::expire_args(
+            123_456,
+            directkv_engine::cond::XX | directkv_engine::cond::LT
+        )
     );
     for (wire, engine) in [
         (native::cond::ANY, directkv_engine::cond::ANY),

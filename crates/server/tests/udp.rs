@@ -143,8 +143,12 @@ fn deadline_and_keyspace_operations_over_udp() {
             panic!()
         };
         let op = b.iter().next().unwrap();
-        let page = ScanReply::parse(op.data)
-            .map(|p| (p.next_cursor, p.keys().map(<[u8]>::to_vec).collect::<Vec<_>>()));
+        let page = ScanReply::parse(op.data).map(|p| {
+            (
+                p.next_cursor,
+                p.keys().map(<[u8]>::to_vec).collect::<Vec<_>>(),
+            )
+        });
         (op.status, page)
     };
     let mut cursor = 0;

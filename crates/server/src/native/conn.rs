@@ -25,8 +25,8 @@ use directkv_proto::native::{
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
 use super::scan::Scans;
+use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
 use crate::clients::ClientHandle;
 use crate::shard::dispatch::{self, shard_of, Plan};
 use crate::shard::{Incoming, ShardCtx};
@@ -55,7 +55,11 @@ impl Slot {
             }
             Slot::Typed(i) => {
                 let status = plan.result(i).0;
-                let data = if status == Status::Ok { TYPE_STRING } else { &[] };
+                let data = if status == Status::Ok {
+                    TYPE_STRING
+                } else {
+                    &[]
+                };
                 ResponseOp {
                     status: status.code(),
                     data,
@@ -378,9 +382,10 @@ impl Conn<'_> {
                 0 => ctx.cfg.results_bytes_max,
                 cap => cap,
             };
+            let planned = planned_bytes(&self.slots, &self.plan);
             for (slot, op) in self.slots.iter_mut().zip(ops) {
                 if let Slot::Scan(k) = slot {
-                    let used = self.plan.data_bytes() + self.scans.data_bytes();
+                    let used = planned + self.scans.data_bytes();
                     let left = budget.saturating_sub(used);
                     *k = self
                         .scans
@@ -390,8 +395,13 @@ impl Conn<'_> {
             }
             let (plan, scans) = (&self.plan, &self.scans);
             let replies = self.slots.iter().map(|slot| slot.reply(plan, scans));
-            let data = plan.data_bytes() + scans.data_bytes();
-            step.encode(id, replies, data, &self.limits, &mut self.out)
+            step.encode(
+                id,
+                replies,
+                planned + scans.data_bytes(),
+                &self.limits,
+                &mut self.out,
+            )
         };
         match done {
             Ok(StepEnd::Done) => Next::Frame,
@@ -532,6 +542,19 @@ fn engine_op<'a>(op: &NativeOp<'a>) -> Result<Op<'a>, u8> {
         elem,
         no_return,
     })
+}
+
+/// Reply data of the planned operations of `slots` (scans not yet run count nothing). Not
+/// `Plan::data_bytes`, which also counts what a shard with no operation in this plan returned
+/// for the previous one.
+pub(crate) fn planned_bytes(slots: &[Slot], plan: &Plan) -> usize {
+    slots
+        .iter()
+        .map(|slot| match *slot {
+            Slot::Planned(i) | Slot::Typed(i) => plan.result(i).1.len(),
+            Slot::Failed(_) | Slot::Scan(_) => 0,
+        })
+        .sum()
 }
 
 /// Adds a wire operation to the plan (a scan: a place for its result, run after the plan).

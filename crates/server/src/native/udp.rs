@@ -25,7 +25,7 @@ use directkv_proto::native::{
 };
 use tokio::sync::{mpsc, watch};
 
-use super::conn::{plan_op, Slot};
+use super::conn::{plan_op, planned_bytes, Slot};
 use super::scan::Scans;
 use crate::shard::dispatch::{execute_blocking, Plan};
 use crate::shard::panics;
@@ -56,7 +56,13 @@ pub(crate) fn serve(
         };
         out.clear();
         let answered = panics::contain_blocking("UDP datagram", &stats, || {
-            answer(&buf[..n], &peers, &limits, (&mut plan, &mut scans), &mut out)
+            answer(
+                &buf[..n],
+                &peers,
+                &limits,
+                (&mut plan, &mut scans),
+                &mut out,
+            )
         });
         if answered.is_none() {
             out.clear();
@@ -141,9 +147,10 @@ fn answer(
             let room = datagram
                 .len()
                 .saturating_sub(RESPONSE_OVERHEAD_BYTES + 4 * slots.len());
+            let planned = planned_bytes(&slots, p);
             for (slot, op) in slots.iter_mut().zip(batch.iter()) {
                 if let Slot::Scan(k) = slot {
-                    let left = room.saturating_sub(p.data_bytes() + scans.data_bytes());
+                    let left = room.saturating_sub(planned + scans.data_bytes());
                     *k = scans.run_blocking(peers, op.key, op.arg, left, op.is_no_return());
                 }
             }
