@@ -137,7 +137,9 @@ pub struct ExpiryReport {
     /// Server counters: expired keys and lag buckets during this run (after minus before).
     pub expired_keys: u64,
     pub lag_below: [u64; 4],
-    /// Keys with a deadline the server still held when the settle phase ended.
+    /// Keys with a deadline the server still held when the settle phase ended (0: every one
+    /// was reclaimed; `expired_keys` may be a little below `expiring_keys`, as a key whose
+    /// deadline passed while the load was on its way was deleted by its put, never stored).
     pub expiring_keys_left: u64,
     pub settle_seconds: f64,
     /// Bucket bounds ("< 16 ms", ">= 8192 ms") of the lag quantiles and maximum.
@@ -400,11 +402,11 @@ pub fn run(addr: SocketAddr, password: &str, spec: &ExpirySpec) -> Result<Expiry
     }
     let expiring_keys_left = after.expiring_keys.saturating_sub(before.expiring_keys);
     let p99_ok = lag_below[2] as f64 >= 0.99 * expired_keys as f64;
-    let passed = tally.violations == 0
-        && tally.unexpected_misses == 0
-        && expiring_keys_left == 0
-        && expired_keys >= expiring_keys
-        && p99_ok;
+    // Every key with a deadline was reclaimed when the server holds none any more. (Not
+    // `expired_keys >= expiring_keys`: a key whose deadline passed before its put arrived was
+    // never stored, as Redis's SET with a past PXAT, and never expires.)
+    let passed =
+        tally.violations == 0 && tally.unexpected_misses == 0 && expiring_keys_left == 0 && p99_ok;
     Ok(ExpiryReport {
         keys: spec.keys,
         expiring_keys,
@@ -464,7 +466,7 @@ pub fn table(r: &ExpiryReport) -> String {
     );
     t += &format!(
         "every expiring key reclaimed: {}\n",
-        verdict(r.expiring_keys_left == 0 && r.expired_keys >= r.expiring_keys)
+        verdict(r.expiring_keys_left == 0)
     );
     t += &format!("p99 lag < 1024 ms: {}\n", verdict(p99_ok));
     t += &format!("target: {}\n", verdict(r.passed));

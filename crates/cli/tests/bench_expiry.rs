@@ -32,9 +32,13 @@ fn a_tiny_expiry_run_checks_every_reply_and_reads_the_lag() {
     assert!(n("ops") > 0 && n("gets") > 0, "{line}");
     assert_eq!(n("violations"), 0, "an expired key was returned: {line}");
     assert_eq!(n("unexpected_misses"), 0, "a live key was missing: {line}");
-    // Every deadline passed during the run: the server reclaimed them all.
+    // Every deadline passed during the run: the server reclaimed them all (a key whose deadline
+    // passed while its put was on the way was deleted by the put instead).
     assert_eq!(n("expiring_keys_left"), 0, "{line}");
-    assert!(n("expired_keys") >= expiring, "{line}");
+    assert!(
+        n("expired_keys") <= expiring && n("expired_keys") > 0,
+        "{line}"
+    );
     let lag = r["lag_below"].as_array().unwrap();
     assert_eq!(lag.len(), 4);
     assert!(
