@@ -317,7 +317,7 @@ fn drive(
             key_of(i, spec.key_size, &mut key);
             dice = mix(dice);
             // YCSB-B: 5% updates (1 in 20).
-            if dice % 20 == 0 {
+            if dice.is_multiple_of(20) {
                 b.put_with_deadline(&key, &value, KEEP_DEADLINE, cond::XX);
                 updates |= 1 << (b.len() - 1).min(63);
             } else {
