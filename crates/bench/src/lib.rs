@@ -12,6 +12,7 @@
 //!   soak/      every issue 19 attack at once against one server, with well-behaved clients
 //!                measuring latency and lost writes (`bench soak`, scripts/soak.sh)
 //!   evict.rs   eviction hit ratio against an exact LRU (bin evict-hit-ratio)
+//!   expiry.rs  the expiry-lag target of issue 20 (`bench expiry`): deadlines under YCSB-B
 //!   dist.rs    key distributions, shared by engine/ and net/
 //! ```
 //!
@@ -30,6 +31,7 @@
 pub mod dist;
 pub mod engine;
 pub mod evict;
+pub mod expiry;
 pub mod machine;
 pub mod net;
 pub mod ocsm;

@@ -18,7 +18,7 @@
 //! Non-goals: transactions. A batch is not atomic; operations on one key run in the order they
 //! were added (the server keeps per-key order), operations on different shards in parallel.
 
-use directkv_proto::native::{func, ElemCode, NativeOp, OpCode, OpFlags};
+use directkv_proto::native::{expire_args, func, scan_args, ElemCode, NativeOp, OpCode, OpFlags};
 
 use crate::client::Client;
 use crate::error::ClientError;
@@ -40,7 +40,7 @@ pub(crate) struct StagedOp {
 impl StagedOp {
     /// True if the operation never changes the store, so resending it is harmless.
     pub(crate) fn is_read_only(&self) -> bool {
-        matches!(self.kind, OpCode::Get | OpCode::Reduce | OpCode::Filter)
+        self.kind.is_read_only()
     }
 }
 
@@ -132,9 +132,51 @@ impl<'c> Batch<'c> {
         self.push(NativeOp::get(key))
     }
 
-    /// `Reply::Ok` if `key` exists, else `NotFound`; no data comes back (a no-return get).
+    /// `Reply::Ok` if `key` exists, else `NotFound`; no data comes back.
     pub fn exists(&mut self, key: &[u8]) -> usize {
-        self.push(NativeOp::get(key).no_return())
+        self.push(NativeOp::exists(key))
+    }
+
+    /// `Ok(type name)` ("string") if `key` exists, else `NotFound`.
+    pub fn type_of(&mut self, key: &[u8]) -> usize {
+        self.push(NativeOp::type_of(key))
+    }
+
+    /// Puts with a deadline in ms since the Unix epoch under `condition` (`cond::ANY`, `NX`,
+    /// `XX`; `KEEP_DEADLINE` keeps the key's own): `Ok`, or `NotStored` when the condition
+    /// failed. A deadline already passed deletes the key.
+    pub fn put_with_deadline(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        deadline_ms: u64,
+        condition: u8,
+    ) -> usize {
+        let args = expire_args(deadline_ms, condition);
+        self.push(NativeOp::put_expire(key, value, &args))
+    }
+
+    /// Sets an existing key's deadline under `condition` (any `cond` bits): `Ok`, `NotStored`
+    /// (condition failed) or `NotFound`.
+    pub fn expire(&mut self, key: &[u8], deadline_ms: u64, condition: u8) -> usize {
+        let args = expire_args(deadline_ms, condition);
+        self.push(NativeOp::expire(key, &args))
+    }
+
+    /// Removes the deadline: `Ok` (it had one), `NotStored` (none) or `NotFound`.
+    pub fn persist(&mut self, key: &[u8]) -> usize {
+        self.push(NativeOp::persist(key))
+    }
+
+    /// The deadline and ms left (`Ttl::from_reply` types it), or `NotFound`.
+    pub fn ttl(&mut self, key: &[u8]) -> usize {
+        self.push(NativeOp::ttl(key))
+    }
+
+    /// One page of a scan (`ScanReply::parse` reads its `Ok` data).
+    pub fn scan(&mut self, cursor: u64, prefix: &[u8], count: u32) -> usize {
+        let args = scan_args(cursor, count);
+        self.push(NativeOp::scan(prefix, &args))
     }
 
     /// Inserts or replaces.

@@ -11,6 +11,7 @@
 //! `Client`).
 
 use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
 use directkv_proto::native::{ElemCode, NativeLimits, ShardMap};
 use tokio::runtime::Runtime;
@@ -19,6 +20,7 @@ use crate::batch::Batch;
 use crate::client::{CasOutcome, Client};
 use crate::config::ClientConfig;
 use crate::error::ClientError;
+use crate::keyspace::{Scan, Ttl};
 use crate::reply::Replies;
 
 /// A blocking directkv client.
@@ -114,6 +116,66 @@ impl BlockingClient {
         fn incr_by(key: &[u8], delta: i64) -> i64;
         /// Adds to a decimal float string; the new value.
         fn incr_by_float(key: &[u8], delta: f64) -> f64;
+        /// Puts with a deadline in ms since the Unix epoch.
+        fn put_with_deadline(key: &[u8], value: &[u8], deadline_ms: u64) -> ();
+        /// Puts to expire `ttl` from now.
+        fn put_with_ttl(key: &[u8], value: &[u8], ttl: Duration) -> ();
+        /// Puts with a deadline under `cond::NX`, `XX` or `ANY`; true if stored.
+        fn put_with_deadline_if(key: &[u8], value: &[u8], deadline_ms: u64, condition: u8) -> bool;
+        /// Replaces the value, keeping the deadline.
+        fn put_keep_deadline(key: &[u8], value: &[u8]) -> ();
+        /// Sets an existing key's deadline under `condition`; true if set.
+        fn expire(key: &[u8], deadline_ms: u64, condition: u8) -> bool;
+        /// Removes the deadline; true if there was one.
+        fn persist(key: &[u8]) -> bool;
+        /// The deadline and the time left.
+        fn ttl(key: &[u8]) -> Ttl;
+        /// The type name of the value, `None` if missing.
+        fn type_of(key: &[u8]) -> Option<String>;
+        /// One page of a scan: the next cursor (0: done) and the keys.
+        fn scan_step(cursor: u64, prefix: &[u8], count: u32) -> (u64, Vec<Vec<u8>>);
+    }
+
+    /// The keys starting with `prefix`, about `count` fetched a page: every key present for
+    /// the whole iteration comes at least once; expired keys never.
+    pub fn scan(&mut self, prefix: &[u8], count: u32) -> BlockingScan<'_> {
+        BlockingScan {
+            client: self,
+            scan: Scan::new(prefix, count),
+            page: Vec::new().into_iter(),
+        }
+    }
+}
+
+/// The keys of a scan, fetched page by page as the iteration goes (`BlockingClient::scan`).
+pub struct BlockingScan<'c> {
+    client: &'c mut BlockingClient,
+    scan: Scan,
+    page: std::vec::IntoIter<Vec<u8>>,
+}
+
+impl BlockingScan<'_> {
+    /// Where the next page starts (to resume with `Scan::resume` later).
+    pub fn cursor(&self) -> u64 {
+        self.scan.cursor()
+    }
+}
+
+impl Iterator for BlockingScan<'_> {
+    type Item = Result<Vec<u8>, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(key) = self.page.next() {
+                return Some(Ok(key));
+            }
+            let c = &mut *self.client;
+            match c.rt.block_on(self.scan.next_page(&mut c.inner)) {
+                Ok(Some(keys)) => self.page = keys.into_iter(),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
     }
 }
 

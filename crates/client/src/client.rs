@@ -27,7 +27,10 @@ use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::task::Poll;
 
-use directkv_proto::native::{func, ElemCode, NativeLimits, NativeOp, ShardMap, SHARD_PORT_ATTACH};
+use directkv_proto::native::{
+    func, parse_scan_args, scan_cursor_shard, ElemCode, NativeLimits, NativeOp, OpCode, ShardMap,
+    SHARD_PORT_ATTACH,
+};
 use tokio::net::TcpStream;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -171,7 +174,15 @@ impl Client {
     }
 
     pub(crate) fn stage(&mut self, op: &NativeOp<'_>) -> usize {
-        let shard = self.shard_of(op.key);
+        let shard = if op.kind == OpCode::Scan {
+            // A scan goes to the shard in its cursor (one the server has no answers it).
+            parse_scan_args(op.arg)
+                .map(|(cursor, _)| scan_cursor_shard(cursor))
+                .filter(|&s| usize::from(s) < self.shard_map.ports.len())
+                .unwrap_or(0)
+        } else {
+            self.shard_of(op.key)
+        };
         self.staging.push(op, shard)
     }
 
@@ -356,7 +367,7 @@ impl Client {
     }
 
     /// Runs one operation and returns its owned reply.
-    async fn single(&mut self, op: NativeOp<'_>) -> Result<OwnedReply, ClientError> {
+    pub(crate) async fn single(&mut self, op: NativeOp<'_>) -> Result<OwnedReply, ClientError> {
         self.staging.clear();
         self.stage(&op);
         let mut replies = std::mem::take(&mut self.scratch);
@@ -369,11 +380,6 @@ impl Client {
     /// The value of `key`, `None` if it does not exist.
     pub async fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
         maybe_value(self.single(NativeOp::get(key)).await?)
-    }
-
-    /// True if `key` exists (a no-return get: the value is not sent).
-    pub async fn exists(&mut self, key: &[u8]) -> Result<bool, ClientError> {
-        found(self.single(NativeOp::get(key).no_return()).await?)
     }
 
     /// Inserts or replaces.
@@ -594,7 +600,7 @@ fn parse_text<T: std::str::FromStr>(data: &[u8]) -> Result<T, ClientError> {
         .ok_or_else(|| ClientError::Protocol(format!("not a decimal number: {data:?}")))
 }
 
-fn unexpected<T>(r: OwnedReply) -> Result<T, ClientError> {
+pub(crate) fn unexpected<T>(r: OwnedReply) -> Result<T, ClientError> {
     match r {
         OwnedReply::Error(e) => Err(ClientError::Op(e)),
         other => Err(ClientError::Protocol(format!(
@@ -618,7 +624,7 @@ fn value_of(r: OwnedReply) -> Result<Vec<u8>, ClientError> {
     }
 }
 
-fn done(r: OwnedReply) -> Result<(), ClientError> {
+pub(crate) fn done(r: OwnedReply) -> Result<(), ClientError> {
     value_of(r).map(|_| ())
 }
 
@@ -630,7 +636,7 @@ fn found(r: OwnedReply) -> Result<bool, ClientError> {
     }
 }
 
-fn stored(r: OwnedReply) -> Result<bool, ClientError> {
+pub(crate) fn stored(r: OwnedReply) -> Result<bool, ClientError> {
     match r {
         OwnedReply::Ok(_) => Ok(true),
         OwnedReply::NotStored => Ok(false),

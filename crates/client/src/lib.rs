@@ -23,8 +23,8 @@
 //! Non-goals: RESP (use any Redis client), the native protocol over UDP, connection pools
 //! shared between tasks.
 //!
-//! Layout: `client.rs` the async client and its retry policy; `batch.rs` staging and the batch
-//! builder; `round.rs` one shard's frames on its connection; `conn.rs` connection handshake;
+//! Layout: `client.rs` the async client and its retry policy; `keyspace.rs` deadlines, exists,
+//! type and scan; `batch.rs` staging and the batch builder; `round.rs` one shard's frames on its connection; `conn.rs` connection handshake;
 //! `reply.rs` typed results; `blocking.rs` the blocking wrapper; `config.rs` settings;
 //! `error.rs` errors; `ocsm` the OCSM (seed 004) client over UDP.
 
@@ -34,19 +34,23 @@ mod client;
 mod config;
 mod conn;
 mod error;
+mod keyspace;
 pub mod ocsm;
 mod reply;
 mod round;
 
 pub use batch::Batch;
-pub use blocking::{BlockingBatch, BlockingClient};
+pub use blocking::{BlockingBatch, BlockingClient, BlockingScan};
 pub use client::{CasOutcome, Client};
 pub use config::{
     ClientConfig, BATCH_OPS_MAX_DEFAULT, CLIENT_NAME_DEFAULT, CONNECT_TIMEOUT_DEFAULT,
     READ_BUFFER_BYTES_DEFAULT, REQUEST_TIMEOUT_DEFAULT,
 };
 pub use error::{ClientError, OpError, TimeoutKind};
+pub use keyspace::{deadline_after, Scan, Ttl};
 pub use reply::{OwnedReply, Replies, Reply};
 
 /// Function ids, element types, status codes and raw operations, from the protocol crate.
-pub use directkv_proto::native::{func, status, ElemCode, NativeLimits, NativeOp, ShardMap};
+pub use directkv_proto::native::{
+    cond, func, status, ElemCode, NativeLimits, NativeOp, ScanReply, ShardMap, KEEP_DEADLINE,
+};

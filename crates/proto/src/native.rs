@@ -38,12 +38,16 @@ mod codes;
 mod control;
 mod error;
 mod frame;
+mod keyspace;
 mod limits;
 mod request;
 mod response;
 mod wire;
 
-pub use codes::{func, status, ElemCode, OpCode, OP_CODE_COUNT};
+pub use codes::{
+    cond, expire_args, func, status, ElemCode, OpCode, KEEP_DEADLINE, NO_DEADLINE, OP_CODE_COUNT,
+    OP_CODE_EXTENDED, OP_CODE_KEYSPACE_MIN,
+};
 pub use control::{
     shard_of_hash, ErrorReply, Hello, HelloReply, ShardMap, ERROR_FLAG_CLOSING, HASH_XXH3_64,
     PING_PAYLOAD_MAX, SHARD_COUNT_MAX, SHARD_PORT_ATTACH,
@@ -51,6 +55,12 @@ pub use control::{
 pub use error::{EncodeError, ErrorCode, NativeError};
 pub use frame::{
     frame_len, is_native, FrameKind, FLAG_MORE, FRAME_LEN_PREFIX, HEADER_LEN, MAGIC, VERSION,
+};
+pub use keyspace::{
+    parse_scan_args, parse_ttl_reply, scan_args, scan_cursor_shard, scan_reply_begin,
+    scan_reply_finish, scan_reply_key, scan_reply_key_len, ScanPosition, ScanReply, SCAN_ARGS_LEN,
+    SCAN_BUCKETS_PER_KEY, SCAN_COUNT_MAX, SCAN_CURSOR_BUCKET_MAX, SCAN_CURSOR_SKIP_MAX,
+    SCAN_REPLY_BYTES_MAX, TYPE_STRING,
 };
 pub use limits::{
     NativeLimits, FRAME_LEN_MAX_DEFAULT, FRAME_OPS_MAX_DEFAULT, KEY_LEN_MAX_DEFAULT,

@@ -28,7 +28,7 @@
 
 pub mod good;
 pub mod hostile;
-mod wire;
+pub(crate) mod wire;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,10 +10,12 @@
 //!   probe.rs     bench probe      the memory system alone
 //!   loopback.rs  bench loopback   the network alone
 //!   soak.rs      bench soak       every issue 19 attack at once, with well-behaved clients
+//!   expiry.rs    bench expiry     the expiry-lag target of issue 20 under YCSB-B
 //! ```
 
 mod compare;
 mod engine;
+mod expiry;
 mod loopback;
 mod ocsm;
 mod probe;
@@ -51,6 +53,10 @@ pub enum BenchCmd {
     /// non-zero when a criterion fails (0 panics, RSS <= arena + 256 MiB, p99 <= 10 ms, no
     /// acknowledged write lost).
     Soak(soak::SoakFlags),
+    /// The expiry-lag target of issue 20: keys with deadlines spread over a minute under a
+    /// YCSB-B load; checks that no expired key is returned and reads the server's lag
+    /// histogram (p99 < 1 s); exits non-zero when the target is missed.
+    Expiry(expiry::ExpiryFlags),
 }
 
 /// Runs one `bench` subcommand.
@@ -63,6 +69,7 @@ pub fn run(what: BenchCmd) -> Result<(), String> {
         BenchCmd::Probe(f) => probe::run(f),
         BenchCmd::Loopback(f) => loopback::run(f),
         BenchCmd::Soak(f) => soak::run(f),
+        BenchCmd::Expiry(f) => expiry::run(f),
     }
 }
 

@@ -22,6 +22,7 @@ static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
 mod bench_alloc;
 mod bench_echo_reference;
 mod bench_engine;
+mod bench_expiry;
 mod bench_net;
 mod bench_run_defaults;
 mod bench_soak;

@@ -25,6 +25,7 @@ mod common;
 mod batches;
 mod blocking;
 mod connection;
+mod keyspace;
 mod no_alloc;
 mod ocsm;
 mod ops;

@@ -7,12 +7,26 @@
 //! ```text
 //!   OpCode    0 get  1 put  2 put_nx  3 put_xx  4 delete  5 cas  6 update_s2s  7 update_s2v
 //!             8 update_v2v  9 reduce  10 filter  11 append  12 incr_by
-//!             13 incr_by_float                                  (engine OpKind)
+//!             13 incr_by_float  14 put_expire  15 expire  16 persist  17 ttl  18 get_ex
+//!             19 set_range  20 set_bit                          (engine OpKind, same numbers)
+//!             64 exists  65 type  66 scan          (keyspace: answered by the server, 64..)
 //!   ElemCode  0 u8 1 u16 2 u32 3 u64 4 i8 5 i16 6 i32 7 i64 8 f32 9 f64   (engine ElemType)
 //!   func      update 0.., reduce 32.., filter 64.., user 1024..        (engine ops::builtin)
 //!   status    0 ok  1 not found  2 not stored  3 cas mismatch  0x80|e error e (1..=63)
 //!                                                                  (engine Status::code)
 //! ```
+//!
+//! An op header has four bits for the opcode: codes 0..=14 are written there, and the nibble
+//! 15 (`OP_CODE_EXTENDED`) says "the opcode is the next byte" (15..=255), so old frames keep
+//! their one-byte headers and the numbering never runs out.
+//!
+//! Why a mirror and not one shared definition with the engine (the `duplicates` pairs D5, D6):
+//! the dependency rule (ARCHITECTURE.md) keeps `engine` and `proto` free of workspace
+//! dependencies, so one of them cannot import the other's enum; and the two sets are not the
+//! same: the protocol has operations the engine has no kind for (exists, type, scan, which the
+//! server answers around the engine), and the engine may grow kinds the protocol does not carry.
+//! A third crate holding only the numbers would put the engine's internal numbering on the
+//! wire by construction; the `protocol_mirrors` test in the server checks the two agree instead.
 //!
 //! Goals: one place a reviewer compares against the engine; names for messages.
 //! Non-goals: semantics (the engine decides what a function does with an element type); the
@@ -42,10 +56,72 @@ pub enum OpCode {
     IncrBy = 12,
     /// Like `IncrBy` for a decimal floating-point string and an f64 argument.
     IncrByFloat = 13,
+    /// Put with a deadline: `arg` the value, `arg2` the 9 bytes of [`expire_args`] (deadline
+    /// in ms since the Unix epoch, `KEEP_DEADLINE` to keep the key's own; condition
+    /// `cond::ANY`, `NX` or `XX`). A deadline already passed deletes the key. Not stored
+    /// when the condition fails.
+    PutExpire = 14,
+    /// Sets an existing key's deadline: `arg` the 9 bytes of [`expire_args`], any conditions
+    /// of `cond` (Redis's EXPIRE NX/XX/GT/LT). Ok; not stored (condition failed); not found.
+    Expire = 15,
+    /// Removes a key's deadline. Ok: it had one; not stored: it had none; not found.
+    Persist = 16,
+    /// A key's deadline: Ok with 16 bytes, the deadline and the milliseconds left (u64 LE
+    /// each; both 0 for a key without a deadline); not found.
+    Ttl = 17,
+    /// Reads the value, then sets the deadline to `arg` (8 bytes u64 LE; `NO_DEADLINE`
+    /// removes it; empty leaves it alone). Redis's GETEX.
+    GetEx = 18,
+    /// Writes `arg2` at byte offset `arg` (u64 LE), zero-padding; the new length (u64 LE).
+    SetRange = 19,
+    /// Sets bit `arg` (u64 LE) to `arg2` ([0] or [1]); the old bit.
+    SetBit = 20,
+    /// Ok if the key exists, not found otherwise; never data.
+    Exists = 64,
+    /// Ok with the key's type name (`TYPE_STRING`: every value is a string), not found.
+    Type = 65,
+    /// One step of a scan of the keyspace: `key` a prefix the keys must start with (empty:
+    /// all), `arg` the 12 bytes of [`scan_args`](super::keyspace::scan_args) (cursor, count).
+    /// Ok with the next cursor and keys (see `keyspace.rs`).
+    Scan = 66,
 }
 
-/// Number of opcodes; codes `OP_CODE_COUNT..=15` are unassigned.
-pub const OP_CODE_COUNT: usize = 14;
+/// Number of opcodes.
+pub const OP_CODE_COUNT: usize = 24;
+
+/// The op header nibble that says "the opcode is the next byte"; opcodes from this one up are
+/// written that way.
+pub const OP_CODE_EXTENDED: u8 = 15;
+
+/// Opcodes from here up are answered by the server around the engine (no engine kind).
+pub const OP_CODE_KEYSPACE_MIN: u8 = 64;
+
+/// A deadline that keeps the key's current one (`OpCode::PutExpire`, Redis's KEEPTTL).
+pub const KEEP_DEADLINE: u64 = u64::MAX;
+
+/// `OpCode::GetEx`'s argument that removes the deadline (Redis's GETEX PERSIST).
+pub const NO_DEADLINE: u64 = 0;
+
+/// Conditions of `PutExpire` (NX, XX) and `Expire` (all), as bits that must all hold.
+pub mod cond {
+    /// Unconditional.
+    pub const ANY: u8 = 0;
+    /// PutExpire: only if the key is missing. Expire: only if it has no deadline.
+    pub const NX: u8 = 1;
+    /// PutExpire: only if the key exists. Expire: only if it has a deadline.
+    pub const XX: u8 = 2;
+    /// Expire: only if the key has a deadline and the new one is later.
+    pub const GT: u8 = 4;
+    /// Expire: only if the key has no deadline or the new one is earlier.
+    pub const LT: u8 = 8;
+}
+
+/// The argument bytes of `PutExpire` (as `arg2`) and `Expire` (as `arg`): the deadline in
+/// milliseconds since the Unix epoch (u64 LE) and a condition of [`cond`].
+pub const fn expire_args(deadline_ms: u64, condition: u8) -> [u8; 9] {
+    let d = deadline_ms.to_le_bytes();
+    [d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], condition]
+}
 
 impl OpCode {
     /// Every opcode, in code order.
@@ -64,6 +140,16 @@ impl OpCode {
         OpCode::Append,
         OpCode::IncrBy,
         OpCode::IncrByFloat,
+        OpCode::PutExpire,
+        OpCode::Expire,
+        OpCode::Persist,
+        OpCode::Ttl,
+        OpCode::GetEx,
+        OpCode::SetRange,
+        OpCode::SetBit,
+        OpCode::Exists,
+        OpCode::Type,
+        OpCode::Scan,
     ];
 
     /// The wire code.
@@ -72,8 +158,35 @@ impl OpCode {
     }
 
     /// The opcode with wire code `code`.
+    #[inline]
     pub fn from_code(code: u8) -> Option<OpCode> {
-        OpCode::ALL.get(usize::from(code)).copied()
+        BY_CODE[usize::from(code)]
+    }
+
+    /// True if the opcode is written as `OP_CODE_EXTENDED` and a code byte.
+    #[inline]
+    pub const fn is_extended(self) -> bool {
+        self.code() >= OP_CODE_EXTENDED
+    }
+
+    /// True if the operation is the engine's kind with the same number; false for the
+    /// keyspace operations the server answers itself (exists, type, scan).
+    pub const fn is_engine(self) -> bool {
+        self.code() < OP_CODE_KEYSPACE_MIN
+    }
+
+    /// True if the operation never changes the store, so resending it is harmless.
+    pub const fn is_read_only(self) -> bool {
+        matches!(
+            self,
+            OpCode::Get
+                | OpCode::Reduce
+                | OpCode::Filter
+                | OpCode::Ttl
+                | OpCode::Exists
+                | OpCode::Type
+                | OpCode::Scan
+        )
     }
 
     /// True if the operation carries a function id and an element type.
@@ -88,14 +201,26 @@ impl OpCode {
         )
     }
 
-    /// True if the operation carries an argument (`arg`): all but get and delete.
+    /// True if the operation carries an argument (`arg`): all but the key-only ones (get,
+    /// delete, persist, ttl, exists, type).
     pub const fn has_arg(self) -> bool {
-        !matches!(self, OpCode::Get | OpCode::Delete)
+        !matches!(
+            self,
+            OpCode::Get
+                | OpCode::Delete
+                | OpCode::Persist
+                | OpCode::Ttl
+                | OpCode::Exists
+                | OpCode::Type
+        )
     }
 
-    /// True if the operation carries a second argument (`arg2`): only cas.
+    /// True if the operation carries a second argument (`arg2`).
     pub const fn has_arg2(self) -> bool {
-        matches!(self, OpCode::Cas)
+        matches!(
+            self,
+            OpCode::Cas | OpCode::PutExpire | OpCode::SetRange | OpCode::SetBit
+        )
     }
 
     /// Lower-case name, as in the engine.
@@ -115,9 +240,30 @@ impl OpCode {
             OpCode::Append => "append",
             OpCode::IncrBy => "incr_by",
             OpCode::IncrByFloat => "incr_by_float",
+            OpCode::PutExpire => "put_expire",
+            OpCode::Expire => "expire",
+            OpCode::Persist => "persist",
+            OpCode::Ttl => "ttl",
+            OpCode::GetEx => "get_ex",
+            OpCode::SetRange => "set_range",
+            OpCode::SetBit => "set_bit",
+            OpCode::Exists => "exists",
+            OpCode::Type => "type",
+            OpCode::Scan => "scan",
         }
     }
 }
+
+/// `OpCode::from_code` as one load: the opcode of every byte value, if any.
+const BY_CODE: [Option<OpCode>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < OpCode::ALL.len() {
+        t[OpCode::ALL[i] as usize] = Some(OpCode::ALL[i]);
+        i += 1;
+    }
+    t
+};
 
 /// Element type of a vector value. The discriminant is the wire code (the engine's `ElemType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,11 +333,14 @@ impl ElemCode {
     }
 }
 
-// Both tables must be in code order for `from_code` to be a plain index.
+// Opcodes ascend (one code each); the engine's kinds are contiguous from 0, as the engine
+// numbers them; element types are in code order for `from_code` to be a plain index.
 const _: () = {
-    let mut i = 0;
+    let mut i = 1;
     while i < OpCode::ALL.len() {
-        assert!(OpCode::ALL[i] as usize == i);
+        assert!((OpCode::ALL[i - 1] as u8) < OpCode::ALL[i] as u8);
+        let engine = (OpCode::ALL[i] as u8) < OP_CODE_KEYSPACE_MIN;
+        assert!(!engine || OpCode::ALL[i] as usize == i);
         i += 1;
     }
     let mut i = 0;
@@ -199,8 +348,8 @@ const _: () = {
         assert!(ElemCode::ALL[i] as usize == i);
         i += 1;
     }
-    // Opcodes live in the low nibble of the op header byte.
-    assert!(OP_CODE_COUNT <= 16);
+    // The opcodes written in the header's low nibble leave its last value for the escape.
+    assert!(OP_CODE_EXTENDED == 15);
 };
 
 /// Built-in function ids (the engine's `ops::builtin::FN_*`).
@@ -275,6 +424,15 @@ pub mod status {
     pub const ERR_NAN_OR_INFINITY: u8 = 16;
     /// The request's replies would exceed the server's results budget (`results_bytes_max`).
     pub const ERR_REPLY_TOO_LARGE: u8 = 17;
+    /// A deadline argument is malformed (not 9 bytes for put_expire and expire, an unknown
+    /// condition bit, not 0 or 8 bytes for get_ex).
+    pub const ERR_BAD_DEADLINE: u8 = 18;
+    // Codes from 32 up are the server's (keyspace operations); below, the engine's.
+    /// A keyspace operation's argument is malformed (scan: not 12 bytes, a cursor naming a
+    /// shard the server does not have).
+    pub const ERR_BAD_ARGUMENT: u8 = 32;
+    /// The shard that holds a keyspace operation's keys did not answer (the server stops).
+    pub const ERR_UNAVAILABLE: u8 = 33;
 
     /// The status of error `code`.
     pub const fn error(code: u8) -> u8 {
@@ -311,6 +469,9 @@ pub mod status {
                 ERR_OVERFLOW => "increment or decrement would overflow",
                 ERR_NAN_OR_INFINITY => "increment would produce NaN or Infinity",
                 ERR_REPLY_TOO_LARGE => "the request's replies are too large",
+                ERR_BAD_DEADLINE => "malformed deadline argument",
+                ERR_BAD_ARGUMENT => "malformed argument",
+                ERR_UNAVAILABLE => "shard unavailable",
                 _ => "unknown error",
             },
             _ => "unknown status",
@@ -325,15 +486,23 @@ mod tests {
     #[test]
     fn opcodes_round_trip_and_families() {
         for (i, op) in OpCode::ALL.into_iter().enumerate() {
-            assert_eq!(usize::from(op.code()), i);
+            if op.is_engine() {
+                assert_eq!(usize::from(op.code()), i);
+            }
             assert_eq!(OpCode::from_code(op.code()), Some(op));
             // Every operation with a function has exactly one argument.
             if op.has_func() {
                 assert!(op.has_arg() && !op.has_arg2());
             }
         }
-        assert_eq!(OpCode::from_code(14), None);
+        assert_eq!(OpCode::from_code(14), Some(OpCode::PutExpire));
+        assert_eq!(OpCode::from_code(21), None);
+        assert_eq!(OpCode::from_code(66), Some(OpCode::Scan));
         assert!(OpCode::IncrBy.has_arg() && !OpCode::Append.has_func());
+        assert!(!OpCode::PutExpire.is_extended() && OpCode::Expire.is_extended());
+        assert!(OpCode::SetBit.is_engine() && !OpCode::Exists.is_engine());
+        assert!(!OpCode::Ttl.has_arg() && OpCode::Scan.has_arg() && !OpCode::Scan.has_arg2());
+        assert!(OpCode::PutExpire.has_arg2() && !OpCode::PutExpire.is_read_only());
         assert_eq!(OpCode::from_code(255), None);
         assert!(!OpCode::Get.has_arg() && !OpCode::Delete.has_arg());
         assert!(OpCode::Cas.has_arg() && OpCode::Cas.has_arg2());
@@ -363,5 +532,12 @@ mod tests {
         assert_eq!(status::name(0x89), "division by zero");
         assert_eq!(status::name(status::CAS_MISMATCH), "cas mismatch");
         assert_eq!(status::name(7), "unknown status");
+        assert_eq!(status::name(0x92), "malformed deadline argument");
+    }
+
+    #[test]
+    fn expire_args_are_deadline_then_condition() {
+        let a = expire_args(0x0102_0304_0506_0708, cond::XX | cond::GT);
+        assert_eq!(a, [8, 7, 6, 5, 4, 3, 2, 1, 6]);
     }
 }

@@ -41,7 +41,15 @@ impl NativeLimits {
         value_len_max: VALUE_LEN_MAX_DEFAULT,
     };
 
-    /// The same limits with frames capped to one UDP datagram.
+    /// Limits for re-parsing a batch that was already checked against the real ones (the
+    /// iterators of `OpBatch` and `ResponseBatch`).
+    pub(crate) const UNCHECKED: NativeLimits = NativeLimits {
+        frame_len_max: u32::MAX,
+        frame_ops_max: u16::MAX,
+        key_len_max: u8::MAX,
+        value_len_max: u32::MAX,
+    };
+
     /// The limits on a TCP connection that has not yet authenticated with HELLO while the
     /// server requires a password: frames of at most `UNAUTHENTICATED_FRAME_LEN_MAX` bytes, so
     /// an unauthenticated client cannot make the server buffer a large frame (issue 19 item 4).
@@ -57,6 +65,7 @@ impl NativeLimits {
         }
     }
 
+    /// The same limits with frames capped to one UDP datagram.
     pub const fn for_udp(self) -> NativeLimits {
         let frame_len_max = if self.frame_len_max < UDP_PAYLOAD_MAX {
             self.frame_len_max

@@ -10,14 +10,15 @@
 //!        |        |  filter only)      |  (1)   |       | (2)       | (3) | (cas only)  |      |
 //!        +--------+--------------------+--------+-------+-----------+-----+-------------+------+
 //!   header bits: 7 COPY_VALUE  6 COPY_VALUE_LEN  5 COPY_KEY_LEN  4 NO_RETURN  3..0 opcode
+//!   (opcode nibble 15: the opcode is the byte after the header, 15..=255: `codes.rs`)
 //!   (1) absent with COPY_KEY_LEN: the key is as long as the previous op's key
 //!   (2) absent with COPY_VALUE_LEN or COPY_VALUE; arg and arg_len absent for get and delete
 //!   (3) absent with COPY_VALUE: the arg is the same bytes as the previous arg
 //! ```
 //!
 //! "Previous" means the copy registers: the key length of the op just before, and the argument
-//! of the most recent op in the frame that had one (get and delete leave it alone). A cas's
-//! `arg2` is always explicit and never enters the registers.
+//! of the most recent op in the frame that had one (key-only ops leave it alone). An `arg2`
+//! (cas, put_expire, set_range, set_bit) is always explicit and never enters the registers.
 //!
 //! Goals: a GET with an 8-byte key costs 10 bytes, 9 with a copied key length; a vector of
 //! updates with the same delta repeats neither its length nor its bytes (the seed's two copy
@@ -27,11 +28,11 @@
 
 use std::fmt;
 
-use super::codes::{ElemCode, OpCode};
+use super::codes::{ElemCode, OpCode, OP_CODE_EXTENDED};
 use super::error::{EncodeError, ErrorCode};
 use super::frame::{begin_frame, end_frame, FrameKind, HEADER_LEN};
 use super::limits::NativeLimits;
-use super::wire::{patch_u16, put_u16, put_varint, varint_len, Cursor};
+use super::wire::{batch_views, patch_u16, put_u16, put_varint, varint_len, Cursor};
 
 /// The flag bits of an op header (its high nibble).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -198,6 +199,59 @@ impl<'a> NativeOp<'a> {
         NativeOp::with_arg(OpCode::IncrByFloat, key, delta_le)
     }
 
+    /// Puts `value` with a deadline: `args` from [`expire_args`](super::codes::expire_args)
+    /// (deadline in ms since the Unix epoch or `KEEP_DEADLINE`; `cond::ANY`, `NX` or `XX`).
+    pub fn put_expire(key: &'a [u8], value: &'a [u8], args: &'a [u8; 9]) -> NativeOp<'a> {
+        NativeOp {
+            arg2: args,
+            ..NativeOp::with_arg(OpCode::PutExpire, key, value)
+        }
+    }
+    /// Sets the deadline of an existing key: `args` from `expire_args` (any `cond` bits).
+    pub fn expire(key: &'a [u8], args: &'a [u8; 9]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::Expire, key, args)
+    }
+    /// Removes the deadline of `key`.
+    pub fn persist(key: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::new(OpCode::Persist, key)
+    }
+    /// The deadline of `key` and the milliseconds left (`parse_ttl_reply`).
+    pub fn ttl(key: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::new(OpCode::Ttl, key)
+    }
+    /// Reads the value, then sets the deadline to `deadline_le` (8 bytes u64 LE;
+    /// `NO_DEADLINE` removes it) or, empty, leaves it.
+    pub fn get_ex(key: &'a [u8], deadline_le: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::GetEx, key, deadline_le)
+    }
+    /// Writes `bytes` at byte `offset_le` (u64 LE) of the value, zero-padding.
+    pub fn set_range(key: &'a [u8], offset_le: &'a [u8; 8], bytes: &'a [u8]) -> NativeOp<'a> {
+        NativeOp {
+            arg2: bytes,
+            ..NativeOp::with_arg(OpCode::SetRange, key, offset_le)
+        }
+    }
+    /// Sets bit `offset_le` (u64 LE) of the value to `bit` ([0] or [1]).
+    pub fn set_bit(key: &'a [u8], offset_le: &'a [u8; 8], bit: &'a [u8]) -> NativeOp<'a> {
+        NativeOp {
+            arg2: bit,
+            ..NativeOp::with_arg(OpCode::SetBit, key, offset_le)
+        }
+    }
+    /// Ok if `key` exists, else not found.
+    pub fn exists(key: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::new(OpCode::Exists, key)
+    }
+    /// The type name of `key`'s value, or not found.
+    pub fn type_of(key: &'a [u8]) -> NativeOp<'a> {
+        NativeOp::new(OpCode::Type, key)
+    }
+    /// One step of a scan of the keys starting with `prefix`: `args` from
+    /// [`scan_args`](super::keyspace::scan_args) (cursor, count).
+    pub fn scan(prefix: &'a [u8], args: &'a [u8; 12]) -> NativeOp<'a> {
+        NativeOp::with_arg(OpCode::Scan, prefix, args)
+    }
+
     /// The same op answered with its status only.
     pub fn no_return(self) -> NativeOp<'a> {
         NativeOp {
@@ -234,7 +288,15 @@ fn parse_op<'a>(
     limits: &NativeLimits,
 ) -> Result<NativeOp<'a>, ErrorCode> {
     let header = c.u8()?;
-    let kind = OpCode::from_code(header & 0x0F).ok_or(ErrorCode::UnknownOpcode)?;
+    let code = match header & 0x0F {
+        // The opcode is the next byte; one written short is not (one encoding per frame).
+        OP_CODE_EXTENDED => match c.u8()? {
+            x if x < OP_CODE_EXTENDED => return Err(ErrorCode::UnknownOpcode),
+            x => x,
+        },
+        short => short,
+    };
+    let kind = OpCode::from_code(code).ok_or(ErrorCode::UnknownOpcode)?;
     let flags = OpFlags::from_header(header);
     let copy_len = flags.contains(OpFlags::COPY_VALUE_LEN);
     let copy_value = flags.contains(OpFlags::COPY_VALUE);
@@ -295,14 +357,6 @@ pub struct OpBatch<'a> {
 }
 
 impl<'a> OpBatch<'a> {
-    pub fn len(&self) -> usize {
-        usize::from(self.count)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     pub fn iter(&self) -> OpIter<'a> {
         OpIter {
             c: Cursor::new(self.ops),
@@ -318,22 +372,6 @@ impl fmt::Debug for OpBatch<'_> {
     }
 }
 
-impl<'a> IntoIterator for OpBatch<'a> {
-    type Item = NativeOp<'a>;
-    type IntoIter = OpIter<'a>;
-    fn into_iter(self) -> OpIter<'a> {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &OpBatch<'a> {
-    type Item = NativeOp<'a>;
-    type IntoIter = OpIter<'a>;
-    fn into_iter(self) -> OpIter<'a> {
-        self.iter()
-    }
-}
-
 /// The operations of an `OpBatch`, in frame order.
 pub struct OpIter<'a> {
     c: Cursor<'a>,
@@ -341,38 +379,13 @@ pub struct OpIter<'a> {
     left: u16,
 }
 
-/// Limits for re-parsing a batch that was already checked against the real ones.
-const ALREADY_CHECKED: NativeLimits = NativeLimits {
-    frame_len_max: u32::MAX,
-    frame_ops_max: u16::MAX,
-    key_len_max: u8::MAX,
-    value_len_max: u32::MAX,
-};
-
-impl<'a> Iterator for OpIter<'a> {
-    type Item = NativeOp<'a>;
-
-    fn next(&mut self) -> Option<NativeOp<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let op = parse_op(&mut self.c, &mut self.regs, &ALREADY_CHECKED);
-        // The batch was validated by `parse_batch`, so this cannot fail; if it somehow did,
-        // ending the iteration is safer than inventing an op.
-        debug_assert!(op.is_ok(), "re-parsing a validated batch failed");
-        if op.is_err() {
-            self.left = 0;
-        }
-        op.ok()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (usize::from(self.left), Some(usize::from(self.left)))
+impl<'a> OpIter<'a> {
+    fn parse_next(&mut self) -> Result<NativeOp<'a>, ErrorCode> {
+        parse_op(&mut self.c, &mut self.regs, &NativeLimits::UNCHECKED)
     }
 }
 
-impl ExactSizeIterator for OpIter<'_> {}
+batch_views!(OpBatch, OpIter, NativeOp);
 
 /// Validates a REQUEST body. On error: the code and the index of the op at fault, if any.
 #[cfg(test)]
@@ -408,6 +421,17 @@ pub(crate) fn parse_batch_with<'a>(
         return Err((ErrorCode::TrailingBytes, None));
     }
     Ok(OpBatch { count, ops })
+}
+
+/// Writes an op header: flags and the opcode in one byte, or flags and `OP_CODE_EXTENDED`
+/// followed by the opcode.
+#[inline]
+fn put_header(out: &mut Vec<u8>, flags: OpFlags, kind: OpCode) {
+    if kind.is_extended() {
+        out.extend_from_slice(&[flags.bits() | OP_CODE_EXTENDED, kind.code()]);
+    } else {
+        out.push(flags.bits() | kind.code());
+    }
 }
 
 /// How an op's argument is written.
@@ -502,7 +526,7 @@ impl<'o> RequestEncoder<'o> {
             ArgForm::Explicit => {}
         }
         // Size first, so a refused op leaves `out` untouched.
-        let mut size = 1 + key_len + usize::from(!copy_key);
+        let mut size = 1 + usize::from(kind.is_extended()) + key_len + usize::from(!copy_key);
         if kind.has_func() {
             size += 3;
         }
@@ -520,7 +544,7 @@ impl<'o> RequestEncoder<'o> {
 
         let out = &mut *self.out;
         let before = out.len();
-        out.push(flags.bits() | kind.code());
+        put_header(out, flags, kind);
         if kind.has_func() {
             put_u16(out, op.func);
             out.push(op.elem);
@@ -554,12 +578,24 @@ impl<'o> RequestEncoder<'o> {
     fn push_key_only(&mut self, op: &NativeOp<'_>) -> Result<(), EncodeError> {
         let key_len = op.key.len();
         let copy_key = self.key_len == Some(key_len as u8);
-        self.room_for(1 + key_len + usize::from(!copy_key))?;
+        let extended = op.kind.is_extended();
+        self.room_for(1 + usize::from(extended) + key_len + usize::from(!copy_key))?;
         let flags = OpFlags::from_header(op.flags.bits()).without(OpFlags::COPY_ANY);
-        let header = flags.bits() | op.kind.code();
-        if copy_key {
+        if extended {
+            let flags = if copy_key {
+                flags | OpFlags::COPY_KEY_LEN
+            } else {
+                flags
+            };
+            put_header(self.out, flags, op.kind);
+            if !copy_key {
+                self.out.push(key_len as u8);
+            }
+        } else if copy_key {
+            let header = flags.bits() | op.kind.code();
             self.out.push(header | OpFlags::COPY_KEY_LEN.bits());
         } else {
+            let header = flags.bits() | op.kind.code();
             self.out.extend_from_slice(&[header, key_len as u8]);
         }
         self.out.extend_from_slice(op.key);
@@ -741,10 +777,19 @@ mod tests {
             parse_batch(&trailing, &L).unwrap_err().0,
             ErrorCode::TrailingBytes
         );
-        let unknown = [1, 0, 0x0E, 1, b'k'];
+        for unknown in [
+            &[1, 0, 0x0F, 0x30, 1, b'k'][..],
+            // A short opcode written long: one encoding per frame.
+            &[1, 0, 0x0F, 0x00, 1, b'k'],
+        ] {
+            assert_eq!(
+                parse_batch(unknown, &L).unwrap_err(),
+                (ErrorCode::UnknownOpcode, Some(0))
+            );
+        }
         assert_eq!(
-            parse_batch(&unknown, &L).unwrap_err(),
-            (ErrorCode::UnknownOpcode, Some(0))
+            parse_batch(&[1, 0, 0x0F], &L).unwrap_err(),
+            (ErrorCode::Truncated, Some(0))
         );
     }
 
@@ -792,6 +837,40 @@ mod tests {
             ..NativeOp::get(b"k")
         };
         assert_eq!(ops, [NativeOp::put(b"k", b"12345678"), get_copied]);
+    }
+
+    #[test]
+    fn extended_opcodes_take_one_more_byte_and_keep_copy_flags() {
+        let args = crate::native::expire_args(1_700_000_000_000, crate::native::cond::NX);
+        let scan = crate::native::scan_args(0, 10);
+        let ops = [
+            NativeOp::put_expire(b"k1", b"v", &args),
+            NativeOp::expire(b"k2", &args),
+            NativeOp::ttl(b"k3").no_return(),
+            NativeOp::persist(b"k4"),
+            NativeOp::exists(b"k5"),
+            NativeOp::type_of(b"k6"),
+            NativeOp::scan(b"", &scan),
+            NativeOp::get(b"k7"),
+        ];
+        let f = encode(&ops);
+        // put_expire keeps the short header (opcode 14); the expire after it is explicit
+        // about its 9 bytes, as put_expire's arg2 never entered the argument register.
+        assert_eq!(&f[14..18], &[0x0E, 2, b'k', b'1']);
+        let got = decode(&f);
+        assert_eq!(got.len(), ops.len());
+        for (g, o) in got.iter().zip(&ops) {
+            assert_eq!(g.without_copy_flags(), *o);
+        }
+        assert_eq!(got[1].flags, OpFlags::COPY_KEY_LEN);
+        assert_eq!(
+            got[2].flags,
+            OpFlags::COPY_KEY_LEN | OpFlags::NO_RETURN,
+            "ttl: key only"
+        );
+        // The scan's prefix is empty: key_len 0 is explicit.
+        assert_eq!(got[6].key, b"");
+        assert_eq!(got[7].flags, OpFlags::NONE);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::fmt;
 use super::error::{EncodeError, ErrorCode};
 use super::frame::{begin_frame, end_frame, set_frame_flags, FrameKind, FLAG_MORE, HEADER_LEN};
 use super::limits::NativeLimits;
-use super::wire::{patch_u16, put_u16, put_varint, varint_len, Cursor};
+use super::wire::{batch_views, patch_u16, put_u16, put_varint, varint_len, Cursor};
 
 /// Bit 6 of a status byte on the wire: a data length and data follow.
 pub const STATUS_HAS_DATA: u8 = 0x40;
@@ -105,14 +105,6 @@ pub struct ResponseBatch<'a> {
 }
 
 impl<'a> ResponseBatch<'a> {
-    pub fn len(&self) -> usize {
-        usize::from(self.count)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     pub fn iter(&self) -> ResponseIter<'a> {
         ResponseIter {
             c: Cursor::new(self.ops),
@@ -130,57 +122,19 @@ impl fmt::Debug for ResponseBatch<'_> {
     }
 }
 
-impl<'a> IntoIterator for ResponseBatch<'a> {
-    type Item = ResponseOp<'a>;
-    type IntoIter = ResponseIter<'a>;
-    fn into_iter(self) -> ResponseIter<'a> {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &ResponseBatch<'a> {
-    type Item = ResponseOp<'a>;
-    type IntoIter = ResponseIter<'a>;
-    fn into_iter(self) -> ResponseIter<'a> {
-        self.iter()
-    }
-}
-
 /// The results of a `ResponseBatch`, in order.
 pub struct ResponseIter<'a> {
     c: Cursor<'a>,
     left: u16,
 }
 
-const ALREADY_CHECKED: NativeLimits = NativeLimits {
-    frame_len_max: u32::MAX,
-    frame_ops_max: u16::MAX,
-    key_len_max: u8::MAX,
-    value_len_max: u32::MAX,
-};
-
-impl<'a> Iterator for ResponseIter<'a> {
-    type Item = ResponseOp<'a>;
-
-    fn next(&mut self) -> Option<ResponseOp<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let op = parse_result(&mut self.c, &ALREADY_CHECKED);
-        debug_assert!(op.is_ok(), "re-parsing a validated response failed");
-        if op.is_err() {
-            self.left = 0;
-        }
-        op.ok()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (usize::from(self.left), Some(usize::from(self.left)))
+impl<'a> ResponseIter<'a> {
+    fn parse_next(&mut self) -> Result<ResponseOp<'a>, ErrorCode> {
+        parse_result(&mut self.c, &NativeLimits::UNCHECKED)
     }
 }
 
-impl ExactSizeIterator for ResponseIter<'_> {}
+batch_views!(ResponseBatch, ResponseIter, ResponseOp);
 
 /// Validates a RESPONSE body.
 pub(crate) fn parse_response_batch<'a>(

@@ -128,6 +128,65 @@ pub(crate) fn patch_u32(out: &mut [u8], at: usize, v: u32) {
     out[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
+/// The views every validated batch of the codec offers (`OpBatch` of requests, `ResponseBatch`
+/// of results): its length, and iteration by value and by reference through its iterator,
+/// which re-parses the checked bytes with `NativeLimits::UNCHECKED` (`$iter::parse_next`).
+macro_rules! batch_views {
+    ($batch:ident, $iter:ident, $item:ident) => {
+        impl<'a> $batch<'a> {
+            pub fn len(&self) -> usize {
+                usize::from(self.count)
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.count == 0
+            }
+        }
+
+        impl<'a> IntoIterator for $batch<'a> {
+            type Item = $item<'a>;
+            type IntoIter = $iter<'a>;
+            fn into_iter(self) -> $iter<'a> {
+                self.iter()
+            }
+        }
+
+        impl<'a> IntoIterator for &$batch<'a> {
+            type Item = $item<'a>;
+            type IntoIter = $iter<'a>;
+            fn into_iter(self) -> $iter<'a> {
+                self.iter()
+            }
+        }
+
+        impl<'a> Iterator for $iter<'a> {
+            type Item = $item<'a>;
+
+            fn next(&mut self) -> Option<$item<'a>> {
+                if self.left == 0 {
+                    return None;
+                }
+                self.left -= 1;
+                let item = self.parse_next();
+                // The batch was validated when it was decoded, so this cannot fail; if it
+                // somehow did, ending the iteration is safer than inventing an item.
+                debug_assert!(item.is_ok(), "re-parsing a validated batch failed");
+                if item.is_err() {
+                    self.left = 0;
+                }
+                item.ok()
+            }
+
+            fn size_hint(&self) -> (usize, Option<usize>) {
+                (usize::from(self.left), Some(usize::from(self.left)))
+            }
+        }
+
+        impl ExactSizeIterator for $iter<'_> {}
+    };
+}
+pub(crate) use batch_views;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,7 +218,8 @@ fn a_full_frame_of_one_byte_ops_decodes() {
 fn a_stream_recovers_after_a_malformed_frame() {
     let mut stream = Vec::new();
     encode_request(1, &[NativeOp::get(b"a")], &L, &mut stream).unwrap();
-    // Frame 2: well framed, but its op has the unassigned opcode 0x0F.
+    // Frame 2: well framed, but its op's opcode is 0x0F (extended) followed by 01, a short
+    // opcode written long: not a valid encoding.
     let mut bad = header(0x01, 12 + 2 + 3, 2);
     bad.extend_from_slice(&[1, 0, 0x0F, 1, b'x']);
     stream.extend_from_slice(&bad);

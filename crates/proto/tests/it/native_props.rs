@@ -71,7 +71,7 @@ fn arg() -> impl Strategy<Value = Vec<u8>> {
 
 fn owned_op() -> impl Strategy<Value = OwnedOp> {
     (
-        0..11u8,
+        prop::sample::select(OpCode::ALL.to_vec()),
         any::<bool>(),
         any::<u16>(),
         any::<u8>(),
@@ -79,17 +79,14 @@ fn owned_op() -> impl Strategy<Value = OwnedOp> {
         arg(),
         arg(),
     )
-        .prop_map(|(code, no_return, func, elem, key, arg, arg2)| {
-            let kind = OpCode::from_code(code).unwrap();
-            OwnedOp {
-                kind,
-                no_return,
-                func: if kind.has_func() { func } else { 0 },
-                elem: if kind.has_func() { elem } else { 0 },
-                key,
-                arg: if kind.has_arg() { arg } else { vec![] },
-                arg2: if kind.has_arg2() { arg2 } else { vec![] },
-            }
+        .prop_map(|(kind, no_return, func, elem, key, arg, arg2)| OwnedOp {
+            kind,
+            no_return,
+            func: if kind.has_func() { func } else { 0 },
+            elem: if kind.has_func() { elem } else { 0 },
+            key,
+            arg: if kind.has_arg() { arg } else { vec![] },
+            arg2: if kind.has_arg2() { arg2 } else { vec![] },
         })
 }
 
@@ -129,7 +126,12 @@ fn put_varint(out: &mut Vec<u8>, mut v: usize) {
 fn naive_frame(id: u32, ops: &[OwnedOp]) -> Vec<u8> {
     let mut body = (ops.len() as u16).to_le_bytes().to_vec();
     for op in ops {
-        body.push(op.kind.code() | if op.no_return { 0x10 } else { 0 });
+        let no_return = if op.no_return { 0x10 } else { 0 };
+        if op.kind.is_extended() {
+            body.extend_from_slice(&[0x0F | no_return, op.kind.code()]);
+        } else {
+            body.push(op.kind.code() | no_return);
+        }
         if op.kind.has_func() {
             body.extend_from_slice(&op.func.to_le_bytes());
             body.push(op.elem);

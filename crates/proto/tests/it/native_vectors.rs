@@ -337,3 +337,55 @@ fn vector_names_are_unique() {
     names.dedup();
     assert_eq!(names.len(), n);
 }
+
+/// docs/protocol.md shows the vectors to readers: every record of the file is there, under its
+/// name, with the same bytes (a block that abbreviates a long field with "..." is checked up to
+/// it), so the document cannot drift from what the codec is tested against.
+#[test]
+fn the_document_shows_every_vector_with_its_bytes() {
+    const DOC: &str = include_str!("../../../docs/protocol.md");
+    let vectors = parse_vectors(VECTORS);
+    let native = &DOC[DOC.find("\n## Native\n").unwrap()..DOC.find("\n## RESP\n").unwrap()];
+    let mut shown = 0;
+    for v in vectors.iter().filter(|v| v.hash.is_none()) {
+        let head = format!("**{}** - ", v.name);
+        let at = native
+            .find(&head)
+            .unwrap_or_else(|| panic!("docs/protocol.md does not show vector {}", v.name));
+        let block = &native[at..];
+        let block = &block[..block.find("```\n\n").unwrap_or(block.len())];
+        for (field, bytes) in [("request", &v.request), ("response", &v.response)] {
+            let doc_hex = doc_field(block, field);
+            let want = hex(bytes);
+            match doc_hex.split_once("...") {
+                Some((before, _)) => assert!(
+                    want.starts_with(before.trim_end_matches(|c: char| !c.is_ascii_hexdigit())),
+                    "{}: {field} in the document",
+                    v.name
+                ),
+                None => assert_eq!(doc_hex, want, "{}: {field} in the document", v.name),
+            }
+        }
+        shown += 1;
+    }
+    assert!(shown >= 40, "{shown} vectors checked");
+}
+
+/// The hex of a field of a document block: its line and the indented lines after it (a split
+/// response), spaces dropped, up to a parenthesised remark.
+fn doc_field(block: &str, field: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in block.lines() {
+        if let Some(rest) = line.strip_prefix(field) {
+            inside = true;
+            out.push_str(rest);
+        } else if inside && line.starts_with("          ") {
+            out.push_str(line);
+        } else if inside {
+            break;
+        }
+    }
+    let out = out.split('(').next().unwrap_or("");
+    out.chars().filter(|c| !c.is_whitespace()).collect()
+}

@@ -18,22 +18,59 @@ use std::time::Duration;
 use directkv_engine::{ElemType, Op, OpKind, Results, Status};
 use directkv_proto::native::{
     self, encode_response_frame, encode_response_iter, encode_response_part_iter, EncodeError,
-    ErrorCode, ErrorReply, Hello, HelloReply, NativeLimits, NativeOp, Request, RequestFrame,
-    Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+    ErrorCode, ErrorReply, Hello, HelloReply, NativeLimits, NativeOp, OpCode, Request,
+    RequestFrame, Response, ResponseFrame, ResponseOp, ShardMap, HASH_XXH3_64, SHARD_PORT_ATTACH,
+    TYPE_STRING,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use super::scan::Scans;
 use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES};
 use crate::clients::ClientHandle;
 use crate::shard::dispatch::{self, shard_of, Plan};
 use crate::shard::{Incoming, ShardCtx};
 
-/// An operation that failed before reaching the engine (its status code), or its index in the
-/// plan.
+/// Where an operation's reply comes from: its index in the plan, the status code of why it
+/// failed before reaching the engine, a type operation's read in the plan (the reply names
+/// the type), or a scan's index in the frame's `Scans` (run after the plan).
 pub(crate) enum Slot {
     Planned(usize),
     Failed(u8),
+    Typed(usize),
+    Scan(usize),
+}
+
+impl Slot {
+    /// The reply of this operation.
+    pub(crate) fn reply<'a>(&self, plan: &'a Plan, scans: &'a Scans) -> ResponseOp<'a> {
+        match *self {
+            Slot::Failed(status) => ResponseOp { status, data: &[] },
+            Slot::Planned(i) => {
+                let (status, data) = plan.result(i);
+                ResponseOp {
+                    status: status.code(),
+                    data,
+                }
+            }
+            Slot::Typed(i) => {
+                let status = plan.result(i).0;
+                let data = if status == Status::Ok {
+                    TYPE_STRING
+                } else {
+                    &[]
+                };
+                ResponseOp {
+                    status: status.code(),
+                    data,
+                }
+            }
+            Slot::Scan(k) => {
+                let (status, data) = scans.result(k);
+                ResponseOp { status, data }
+            }
+        }
+    }
 }
 
 /// What the connection does after a frame.
@@ -56,6 +93,7 @@ struct Conn<'c> {
     authenticated: bool,
     plan: Plan,
     slots: Vec<Slot>,
+    scans: Scans,
     local: Local,
     out: Vec<u8>,
     /// Reply data the request being answered in steps has produced so far.
@@ -91,6 +129,7 @@ pub(crate) async fn serve(
         authenticated,
         plan: Plan::new(ctx.shards()),
         slots: Vec::new(),
+        scans: Scans::default(),
         local: Local::default(),
         out: Vec::with_capacity(READ_CHUNK_BYTES),
         streamed: 0,
@@ -212,6 +251,7 @@ impl Conn<'_> {
             + self.plan.capacity_bytes()
             + self.local.results.capacity_bytes()
             + self.slots.capacity() * size_of::<Slot>()
+            + self.scans.capacity_bytes()
     }
 
     /// Gives back what a large request grew, once its replies are written.
@@ -222,6 +262,9 @@ impl Conn<'_> {
         }
         if self.local.results.capacity_bytes() > IDLE_BUFFER_BYTES_MAX {
             self.local.results.release(READ_CHUNK_BYTES);
+        }
+        if self.scans.capacity_bytes() > IDLE_BUFFER_BYTES_MAX {
+            self.scans.shrink(READ_CHUNK_BYTES);
         }
     }
 
@@ -314,7 +357,7 @@ impl Conn<'_> {
         let ctx = self.ctx;
         let ops = &parsed[from..];
         let step = Step::new(ctx, ops, self.streamed);
-        let done = if owns_all(ctx, ops) {
+        let done = if owns_all(ctx, ops) && ops.iter().all(|op| answered_by_engine(op.kind)) {
             self.local.execute(ctx, ops, step.cap);
             let data = self.local.results.data_bytes();
             step.encode(
@@ -327,23 +370,38 @@ impl Conn<'_> {
         } else {
             self.plan.clear();
             self.slots.clear();
+            self.scans.clear();
             for op in ops {
                 self.slots.push(plan_op(&mut self.plan, op));
             }
             self.plan.set_results_cap(step.cap);
             dispatch::execute(ctx, &mut self.plan).await;
-            let plan = &self.plan;
-            let replies = self.slots.iter().map(|slot| match *slot {
-                Slot::Failed(status) => ResponseOp { status, data: &[] },
-                Slot::Planned(i) => {
-                    let (status, data) = plan.result(i);
-                    ResponseOp {
-                        status: status.code(),
-                        data,
-                    }
+            // Scans run after the frame's other operations (they see its writes), within
+            // what is left of the request's reply budget.
+            let budget = match step.cap {
+                0 => ctx.cfg.results_bytes_max,
+                cap => cap,
+            };
+            let planned = planned_bytes(&self.slots, &self.plan);
+            for (slot, op) in self.slots.iter_mut().zip(ops) {
+                if let Slot::Scan(k) = slot {
+                    let used = planned + self.scans.data_bytes();
+                    let left = budget.saturating_sub(used);
+                    *k = self
+                        .scans
+                        .run(ctx, op.key, op.arg, left, op.is_no_return())
+                        .await;
                 }
-            });
-            step.encode(id, replies, plan.data_bytes(), &self.limits, &mut self.out)
+            }
+            let (plan, scans) = (&self.plan, &self.scans);
+            let replies = self.slots.iter().map(|slot| slot.reply(plan, scans));
+            step.encode(
+                id,
+                replies,
+                planned + scans.data_bytes(),
+                &self.limits,
+                &mut self.out,
+            )
         };
         match done {
             Ok(StepEnd::Done) => Next::Frame,
@@ -464,9 +522,14 @@ fn error_frame(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, limits: &Nat
 }
 
 /// Translates a wire operation into an engine operation (the numbers are the same; the
-/// `protocol_mirrors` test keeps them so), or the status code of why it cannot be one.
+/// `protocol_mirrors` test keeps them so; exists and type are a get answered with its status
+/// only), or the status code of why it cannot be one.
 fn engine_op<'a>(op: &NativeOp<'a>) -> Result<Op<'a>, u8> {
-    let Some(kind) = OpKind::from_code(op.kind.code()) else {
+    let (code, no_return) = match op.kind {
+        OpCode::Exists | OpCode::Type => (OpCode::Get.code(), true),
+        kind => (kind.code(), op.is_no_return()),
+    };
+    let Some(kind) = OpKind::from_code(code) else {
         return Err(Status::Error(directkv_engine::OpError::UnknownFunction(0)).code());
     };
     let elem = ElemType::from_code(op.elem).map_err(|e| Status::Error(e).code())?;
@@ -477,13 +540,30 @@ fn engine_op<'a>(op: &NativeOp<'a>) -> Result<Op<'a>, u8> {
         arg2: op.arg2,
         func: op.func,
         elem,
-        no_return: op.is_no_return(),
+        no_return,
     })
 }
 
-/// Adds a wire operation to the plan.
+/// Reply data of the planned operations of `slots` (scans not yet run count nothing). Not
+/// `Plan::data_bytes`, which also counts what a shard with no operation in this plan returned
+/// for the previous one.
+pub(crate) fn planned_bytes(slots: &[Slot], plan: &Plan) -> usize {
+    slots
+        .iter()
+        .map(|slot| match *slot {
+            Slot::Planned(i) | Slot::Typed(i) => plan.result(i).1.len(),
+            Slot::Failed(_) | Slot::Scan(_) => 0,
+        })
+        .sum()
+}
+
+/// Adds a wire operation to the plan (a scan: a place for its result, run after the plan).
 pub(crate) fn plan_op(p: &mut Plan, op: &NativeOp) -> Slot {
+    if op.kind == OpCode::Scan {
+        return Slot::Scan(0);
+    }
     match engine_op(op) {
+        Ok(o) if op.kind == OpCode::Type && !op.is_no_return() => Slot::Typed(p.op(&o)),
         Ok(o) => Slot::Planned(p.op(&o)),
         Err(status) => Slot::Failed(status),
     }
@@ -501,6 +581,13 @@ struct Local {
     /// Frame positions of operations that failed translation, and their status codes.
     failed: Vec<(usize, u8)>,
     results: Results,
+}
+
+/// Whether the engine's result is the operation's reply as it is: every engine operation, and
+/// exists (a get answered with its status). Type words its reply and scan is no engine
+/// operation: a frame with either takes the plan's path.
+fn answered_by_engine(kind: OpCode) -> bool {
+    kind.is_engine() || kind == OpCode::Exists
 }
 
 /// Whether every key of `ops` belongs to this connection's shard.

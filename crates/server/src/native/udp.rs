@@ -25,7 +25,8 @@ use directkv_proto::native::{
 };
 use tokio::sync::{mpsc, watch};
 
-use super::conn::{plan_op, Slot};
+use super::conn::{plan_op, planned_bytes, Slot};
+use super::scan::Scans;
 use crate::shard::dispatch::{execute_blocking, Plan};
 use crate::shard::panics;
 use crate::shard::Job;
@@ -48,13 +49,20 @@ pub(crate) fn serve(
     let mut buf = vec![0u8; UDP_PAYLOAD_MAX as usize];
     let mut out = Vec::with_capacity(UDP_PAYLOAD_MAX as usize);
     let mut plan = Plan::new(peers.len());
+    let mut scans = Scans::default();
     while !*stop.borrow() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
         out.clear();
         let answered = panics::contain_blocking("UDP datagram", &stats, || {
-            answer(&buf[..n], &peers, &limits, &mut plan, &mut out)
+            answer(
+                &buf[..n],
+                &peers,
+                &limits,
+                (&mut plan, &mut scans),
+                &mut out,
+            )
         });
         if answered.is_none() {
             out.clear();
@@ -103,7 +111,7 @@ fn answer(
     datagram: &[u8],
     peers: &[mpsc::Sender<Job>],
     limits: &NativeLimits,
-    p: &mut Plan,
+    (p, scans): (&mut Plan, &mut Scans),
     out: &mut Vec<u8>,
 ) {
     let frame = match native::decode_request_datagram(datagram, limits) {
@@ -129,10 +137,23 @@ fn answer(
         Request::Hello(_) | Request::Attach(_) => {}
         Request::Ops(batch) => {
             p.clear();
-            let slots: Vec<Slot> = batch.iter().map(|op| plan_op(p, &op)).collect();
+            scans.clear();
+            let mut slots: Vec<Slot> = batch.iter().map(|op| plan_op(p, &op)).collect();
             // The shards copy no more data than the reply could carry.
             p.set_results_cap(datagram.len());
             execute_blocking(peers, p);
+            // A scan's keys are held to what the reply can still carry (each operation keeps
+            // room for its status byte and a data length); the loop below refuses the rest.
+            let room = datagram
+                .len()
+                .saturating_sub(RESPONSE_OVERHEAD_BYTES + 4 * slots.len());
+            let planned = planned_bytes(&slots, p);
+            for (slot, op) in slots.iter_mut().zip(batch.iter()) {
+                if let Slot::Scan(k) = slot {
+                    let left = room.saturating_sub(planned + scans.data_bytes());
+                    *k = scans.run_blocking(peers, op.key, op.arg, left, op.is_no_return());
+                }
+            }
             let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);
             let too_large = Status::Error(OpError::ReplyTooLarge {
                 max: datagram.len(),
@@ -142,13 +163,7 @@ fn answer(
             for (k, slot) in slots.iter().enumerate() {
                 // Every operation after this one needs at least its status byte.
                 let later = slots.len() - k - 1;
-                let (status, data) = match *slot {
-                    Slot::Failed(code) => (code, &[][..]),
-                    Slot::Planned(i) => {
-                        let (status, data) = p.result(i);
-                        (status.code(), data)
-                    }
-                };
+                let ResponseOp { status, data } = slot.reply(p, scans);
                 let (status, data) = if response_op_len(data.len()) + later <= budget {
                     (status, data)
                 } else {

@@ -148,11 +148,6 @@ impl Plan {
         self.results[s] = Some(r);
     }
 
-    /// Bytes of reply data the plan's batches produced, once they ran.
-    pub(crate) fn data_bytes(&self) -> usize {
-        self.results.iter().flatten().map(Results::data_bytes).sum()
-    }
-
     /// Status and data of planned operation `op`, once its shard's batch ran.
     #[inline]
     pub(crate) fn result(&self, op: usize) -> (Status, &[u8]) {

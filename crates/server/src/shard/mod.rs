@@ -88,6 +88,11 @@ pub(crate) enum Job {
         step: scan::Step,
         reply: oneshot::Sender<scan::Step>,
     },
+    /// Run `f` on this shard's thread with its context (a read such as one step of a native
+    /// scan, `native/scan.rs`); `f` sends its own answer.
+    Call {
+        f: Box<dyn FnOnce(&ShardCtx) + Send>,
+    },
 }
 
 /// A service that lives on a shard's thread next to its connections: given the shard's
@@ -99,7 +104,7 @@ pub(crate) type ShardTask =
 /// What every task of a shard shares.
 pub(crate) struct ShardCtx {
     pub(crate) id: usize,
-    /// Private: reached only through `execute`, `keys`, `report` and `flush`.
+    /// Private: reached only through `execute`, `keys`, `report`, `scan` and `flush`.
     engine: RefCell<Engine>,
     engine_cfg: EngineConfig,
     pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
@@ -204,6 +209,25 @@ impl ShardCtx {
     /// This shard's engine report (memory, counters).
     pub(crate) fn report(&self) -> directkv_engine::Report {
         self.engine.borrow().report()
+    }
+
+    /// Visits the live keys (deadline not passed at the wall clock) of up to `buckets` main
+    /// buckets from `bucket` on (`Engine::scan`): `visit(key, value, deadline)`. Returns the
+    /// bucket to go on from, 0 at the end of the index. A read: it changes no key.
+    pub(crate) fn scan(
+        &self,
+        bucket: u64,
+        buckets: u64,
+        visit: impl FnMut(&[u8], &[u8], u64),
+    ) -> u64 {
+        let mut e = self.engine.borrow_mut();
+        e.set_now(expiry::now_ms());
+        e.scan(bucket, buckets, visit)
+    }
+
+    /// Main buckets of this shard's index (the range of a scan's bucket).
+    pub(crate) fn scan_buckets(&self) -> u64 {
+        self.engine.borrow().scan_buckets()
     }
 
     /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
@@ -367,6 +391,10 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 if ran.is_some() {
                     let _ = reply.send(step);
                 }
+            }
+            Job::Call { f } => {
+                // A panic drops `f`'s reply sender: the asker sees the shard as unavailable.
+                panics::contain_blocking("shard call", &ctx.stats, || f(&ctx));
             }
         }
     }

@@ -3,14 +3,43 @@
 
 use directkv_engine::ops::{self, ElemType};
 use directkv_engine::{OpError, OpKind, Status};
-use directkv_proto::native::{func, status, ElemCode, OpCode};
+use directkv_proto::native::{self, func, status, ElemCode, OpCode, OP_CODE_KEYSPACE_MIN};
 
 #[test]
 fn opcodes_and_element_types_agree() {
     for op in OpCode::ALL {
+        // The keyspace operations (exists, type, scan) are answered by the server.
+        if !op.is_engine() {
+            assert!(op.code() >= OP_CODE_KEYSPACE_MIN && OpKind::from_code(op.code()).is_none());
+            continue;
+        }
         let kind = OpKind::from_code(op.code()).expect("every wire opcode is an engine operation");
         assert_eq!(kind as u8, op.code(), "{op:?}");
+        assert_eq!(kind.name(), op.name(), "{op:?}");
+        assert_eq!(kind.writes(), !op.is_read_only(), "{op:?}");
     }
+    // Every engine kind has a wire opcode.
+    let engine_ops = OpCode::ALL.iter().filter(|op| op.is_engine()).count();
+    assert_eq!(engine_ops, OpKind::ALL.len());
+    // Deadlines: the argument bytes, conditions and special deadlines.
+    assert_eq!(
+        native::expire_args(123_456, native::cond::XX | native::cond::LT),
+        directkv_engine::expire_args(
+            123_456,
+            directkv_engine::cond::XX | directkv_engine::cond::LT
+        )
+    );
+    for (wire, engine) in [
+        (native::cond::ANY, directkv_engine::cond::ANY),
+        (native::cond::NX, directkv_engine::cond::NX),
+        (native::cond::XX, directkv_engine::cond::XX),
+        (native::cond::GT, directkv_engine::cond::GT),
+        (native::cond::LT, directkv_engine::cond::LT),
+    ] {
+        assert_eq!(wire, engine);
+    }
+    assert_eq!(native::KEEP_DEADLINE, directkv_engine::KEEP_DEADLINE);
+    assert_eq!(native::NO_DEADLINE, directkv_engine::NO_DEADLINE);
     for e in ElemCode::ALL {
         let t = ElemType::from_code(e.code()).unwrap();
         assert_eq!(t.width(), e.width(), "{e:?}");
@@ -60,6 +89,8 @@ fn function_ids_and_statuses_agree() {
         status::ERR_REPLY_TOO_LARGE,
         OpError::ReplyTooLarge { max: 0 }.code()
     );
+    assert_eq!(status::ERR_BAD_DEADLINE, OpError::BadDeadline.code());
+    assert_eq!(status::NOT_STORED, Status::NotStored.code());
     // Status bit 6 means "data follows" on the wire, so engine error codes must stay below 64.
     for e in [
         OpError::Overflow,

@@ -86,3 +86,87 @@ fn batches_over_udp_with_replies_no_larger_than_requests() {
     ));
     srv.stop();
 }
+
+/// The deadline and keyspace operations over UDP keep the datagram rules: a reply is never
+/// larger than its request, and a scan's keys are held to what the reply can carry (a scan in a
+/// small datagram gets "reply too large", never a larger reply).
+#[test]
+fn deadline_and_keyspace_operations_over_udp() {
+    use directkv_proto::native::{expire_args, parse_ttl_reply, scan_args, ScanReply};
+    let srv = start(1);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sock.connect(srv.addr()).unwrap();
+    let limits = NativeLimits::DEFAULT;
+    let deadline = 4_102_444_800_000u64; // 2100-01-01
+    let args = expire_args(deadline, 0);
+    let mut req = Vec::new();
+    encode_request(
+        1,
+        &[
+            NativeOp::put_expire(b"udp:1", b"value-1", &args),
+            NativeOp::ttl(b"udp:1"),
+            NativeOp::exists(b"udp:1"),
+            NativeOp::type_of(b"udp:1"),
+            NativeOp::persist(b"udp:1"),
+            NativeOp::exists(b"udp:2"),
+        ],
+        &limits,
+        &mut req,
+    )
+    .unwrap();
+    let reply = exchange(&sock, &req);
+    assert!(reply.len() <= req.len());
+    let Response::Ops(b) = decode_response_datagram(&reply, &limits).unwrap().body else {
+        panic!()
+    };
+    let r: Vec<_> = b.iter().collect();
+    assert_eq!(r[0].status, status::OK);
+    let (d, left) = parse_ttl_reply(r[1].data).unwrap();
+    assert!(d == deadline && left > 0);
+    assert_eq!((r[2].status, r[3].data), (status::OK, &b"string"[..]));
+    assert_eq!((r[4].status, r[5].status), (status::OK, status::NOT_FOUND));
+
+    // A scan alone in a small datagram: its pages of no keys fit, and at the bucket of the key
+    // the reply would not fit: "reply too large" (no progress, never a larger reply).
+    let step = |sock: &UdpSocket, id: u32, cursor: u64, pad: &[u8]| {
+        let scan = scan_args(cursor, 10);
+        let mut ops = vec![NativeOp::scan(b"", &scan)];
+        if !pad.is_empty() {
+            ops.push(NativeOp::exists(pad));
+        }
+        let mut req = Vec::new();
+        encode_request(id, &ops, &limits, &mut req).unwrap();
+        let reply = exchange(sock, &req);
+        assert!(reply.len() <= req.len());
+        let Response::Ops(b) = decode_response_datagram(&reply, &limits).unwrap().body else {
+            panic!()
+        };
+        let op = b.iter().next().unwrap();
+        let page = ScanReply::parse(op.data).map(|p| {
+            (
+                p.next_cursor,
+                p.keys().map(<[u8]>::to_vec).collect::<Vec<_>>(),
+            )
+        });
+        (op.status, page)
+    };
+    let mut cursor = 0;
+    let mut steps = 0;
+    let at_key = loop {
+        let (st, page) = step(&sock, 2, cursor, b"");
+        if st == status::error(status::ERR_REPLY_TOO_LARGE) {
+            break cursor;
+        }
+        let (next, keys) = page.unwrap();
+        assert!(keys.is_empty() && next != 0, "the key fit or was missed");
+        cursor = next;
+        steps += 1;
+        assert!(steps < 1_000_000);
+    };
+    // The same step in a datagram with room (padded with an exists of a long key): the key.
+    let (st, page) = step(&sock, 3, at_key, &[b'p'; 200]);
+    assert_eq!(st, status::OK);
+    assert_eq!(page.unwrap().1, [b"udp:1".to_vec()]);
+    srv.stop();
+}
