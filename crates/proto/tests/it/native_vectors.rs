@@ -343,7 +343,7 @@ fn vector_names_are_unique() {
 /// it), so the document cannot drift from what the codec is tested against.
 #[test]
 fn the_document_shows_every_vector_with_its_bytes() {
-    const DOC: &str = include_str!("../../../docs/protocol.md");
+    const DOC: &str = include_str!("../../../../docs/protocol.md");
     let vectors = parse_vectors(VECTORS);
     let native = &DOC[DOC.find("\n## Native\n").unwrap()..DOC.find("\n## RESP\n").unwrap()];
     let mut shown = 0;
