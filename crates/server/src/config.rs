@@ -73,8 +73,11 @@ pub const TIMEOUT_SECS_DEFAULT: u64 = 0;
 /// the largest clients are disconnected: 128 MiB. The soak test (issue 19) allows the whole
 /// process 256 MiB over its arena; the index, threads, 10 000 idle connections and the
 /// allocator's free lists take about 60-110 MiB of that (a 10-minute soak with this cap at 256 MiB
-/// peaked at 567.5 MiB for a 256 MiB arena), so clients get half. A request's own reply bound
-/// (`results_bytes_max`, 64 MiB) still fits. Like
+/// peaked at 567.5 MiB for a 256 MiB arena), so clients get half. One request at the reply
+/// bound (`results_bytes_max`, 64 MiB) holds its results and their encoding, about 128 MiB
+/// together, and reaches this cap on its own: a client that asks that much in one request
+/// while others hold buffers is the one disconnected (native reads are answered in 1 MiB
+/// steps and stay far below it). Raise both together for such clients. Like
 /// Redis's `maxmemory-clients` (whose default is off), but on by default: directkv's arena is
 /// fixed, so client buffers are the one part of its memory that clients control.
 pub const MAXMEMORY_CLIENTS_DEFAULT: usize = 128 << 20;

@@ -76,7 +76,12 @@ fn wait_for(c: &mut Client, name: &str, cond: impl Fn(u64) -> bool) -> u64 {
 
 #[test]
 fn buffers_shrink_back_once_a_large_request_is_done() {
-    let srv = server(config(2));
+    // 40 MiB of MGET replies and 40 MiB of native ones at once, each with its results:
+    // room under the server-wide cap (the default, 128 MiB, would disconnect one).
+    let srv = server(ServerConfig {
+        maxmemory_clients: 256 * MIB,
+        ..config(2)
+    });
     let mut resp = Client::connect(&srv);
     let mut args: Vec<&[u8]> = vec![b"MGET"];
     args.extend(std::iter::repeat_n(&b"k"[..], 40));
@@ -245,7 +250,12 @@ fn a_udp_request_whose_reply_does_not_fit_is_answered_within_its_size() {
 
 #[test]
 fn an_update_whose_reply_is_refused_is_not_applied() {
-    let srv = server(config(1));
+    // The request holds its 64 MiB of results and their 64 MiB encoding at once: room for
+    // both under the server-wide cap (the default, 128 MiB, would disconnect it first).
+    let srv = server(ServerConfig {
+        maxmemory_clients: 256 * MIB,
+        ..config(1)
+    });
     let mut s = TcpStream::connect(srv.addr()).unwrap();
     // 64 GETs of 1 MiB fill the 64 MiB results budget; the INCRBY after them is refused.
     let mut ops = vec![NativeOp::get(b"k"); 64];
