@@ -14,7 +14,7 @@ use directkv_engine::EvictionPolicy;
 fn main() {
     let mut a = EvictArgs::default();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         fail("arguments come as --name value pairs");
     }
     for pair in args.chunks(2) {

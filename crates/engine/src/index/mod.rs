@@ -114,10 +114,14 @@ pub struct MainIndex<'a> {
 impl<'a> MainIndex<'a> {
     #[inline(always)]
     fn bucket(self, h: u64) -> &'a Bucket {
-        let off = main_offset(h, self.bucket_count);
+        self.bucket_at(main_offset(h, self.bucket_count))
+    }
+
+    #[inline(always)]
+    fn bucket_at(self, off: usize) -> &'a Bucket {
         // SAFETY: off + 64 <= bucket_count * 64 <= index_bytes <= arena.len() (asserted in
-        // `Table::new`); off is a multiple of 64 from a 2 MiB aligned base, so aligned for
-        // Bucket (plain bytes, align 64); the table is borrowed for 'a.
+        // `Table::new`) for every main offset; off is a multiple of 64 from a 2 MiB aligned
+        // base, so aligned for Bucket (plain bytes, align 64); the table is borrowed for 'a.
         unsafe { &*(self.base.add(off) as *const Bucket) }
     }
 
@@ -125,8 +129,7 @@ impl<'a> MainIndex<'a> {
     /// turn of eviction's hand, so the GET path keeps only a test of the bit).
     #[cold]
     #[inline(never)]
-    fn mark_referenced(self, h: u64) {
-        let off = main_offset(h, self.bucket_count);
+    fn mark_referenced(self, off: usize) {
         let (at, mask) = Bucket::REFERENCED_AT;
         // SAFETY: off + 64 <= bucket_count * 64 <= arena.len() (asserted in `Table::new`), so
         // the byte is inside the mapping. The arena is memory behind a raw pointer that only
@@ -154,19 +157,24 @@ impl<'a> MainIndex<'a> {
     /// (`crate::evict`), writing the line only when the bit is clear.
     #[inline(always)]
     pub fn probe(self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'a> {
-        let b = self.bucket(h);
+        let off = main_offset(h, self.bucket_count);
+        let b = self.bucket_at(off);
         if key.len() < self.inline_threshold {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 // A key with a deadline goes the general way, which expires it.
                 if b.has_deadline(pos, key.len() + vlen) {
                     return MainProbe::Elsewhere;
                 }
-                let o = pos + key.len();
-                let v = &b.bytes[o..o + vlen];
-                // After the value's slice is taken: `b` is not used past the write.
                 if !b.referenced() {
-                    self.mark_referenced(h);
+                    self.mark_referenced(off);
                 }
+                let o = off + pos + key.len();
+                debug_assert!(pos + key.len() + vlen <= bucket::INLINE_BYTES_MAX);
+                // SAFETY: an inline entry lies in bytes 0..50 of the bucket, which is inside
+                // the mapping (see `bucket_at`); taken from the arena's pointer, not from `b`,
+                // which the write of the reference bit above may have invalidated. Nothing
+                // writes these bytes while the table is borrowed for 'a.
+                let v = unsafe { std::slice::from_raw_parts(self.base.add(o), vlen) };
                 return MainProbe::Found(v);
             }
         }
@@ -539,9 +547,9 @@ impl Table {
     /// chain was used. Writes the line only when the bit is clear.
     #[inline(always)]
     pub fn note_use(&self, h: u64) {
-        let (_, b) = self.main_bucket_ref(h);
+        let (off, b) = self.main_bucket_ref(h);
         if !b.referenced() {
-            self.main_index().mark_referenced(h);
+            self.main_index().mark_referenced(off);
         }
     }
 

@@ -35,7 +35,7 @@ fn info_text(c: &mut Client, name: &str) -> String {
 /// SETs `prefix:i` for i in `from..to` with 200-byte values, pipelined 100 at a time;
 /// returns the error replies.
 fn set_many(c: &mut Client, prefix: &str, from: u64, to: u64) -> Vec<String> {
-    let value = vec![b'v'; 200];
+    let value = [b'v'; 200];
     let mut errors = Vec::new();
     let mut i = from;
     while i < to {
@@ -118,7 +118,7 @@ fn volatile_ttl_evicts_only_keys_with_a_deadline() {
         assert_eq!(c.cmd(&["SET", &format!("keep:{i}"), &value]), ok());
     }
     // Keys with a deadline, many more than fit: the evicted ones make room.
-    let v = vec![b'v'; 200];
+    let v = [b'v'; 200];
     for i in 0..60_000u64 {
         let k = format!("t:{i}");
         c.send(&[&b"SET"[..], k.as_bytes(), &v[..], b"EX", b"3600"]);
