@@ -125,10 +125,10 @@ impl<'a> MainIndex<'a> {
         unsafe { &*(self.base.add(off) as *const Bucket) }
     }
 
-    /// Sets the reference bit of the main bucket of `h` (out of line: once per bucket per
-    /// turn of eviction's hand, so the GET path keeps only a test of the bit).
-    #[cold]
-    #[inline(never)]
+    /// Sets the reference bit of the main bucket at `off` (the GET path calls it only when
+    /// the bit is clear: once per bucket per turn of eviction's hand). Inline: a call in the
+    /// GET loop, even a cold one, costs the loop registers.
+    #[inline(always)]
     fn mark_referenced(self, off: usize) {
         let (at, mask) = Bucket::REFERENCED_AT;
         // SAFETY: off + 64 <= bucket_count * 64 <= arena.len() (asserted in `Table::new`), so
