@@ -164,7 +164,11 @@ impl Engine {
             hot_cache_len: crate::slab::SLAB_HOT_CACHE_LEN_DEFAULT,
             batch_len: crate::slab::SLAB_BATCH_LEN_DEFAULT,
         });
-        let table = Table::new(arena, slab, index_bytes, threshold, top_class);
+        let mut table = Table::new(arena, slab, index_bytes, threshold, top_class);
+        table.set_track_references(matches!(
+            cfg.eviction_policy,
+            EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru
+        ));
         Ok(Engine {
             table,
             registry,
@@ -265,6 +269,10 @@ impl Engine {
     /// Sets the eviction policy (Redis's `maxmemory-policy`; CONFIG SET changes it live).
     pub fn set_eviction_policy(&mut self, policy: EvictionPolicy) {
         self.evictor.policy = policy;
+        self.table.set_track_references(matches!(
+            policy,
+            EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru
+        ));
     }
 
     pub fn eviction_policy(&self) -> EvictionPolicy {

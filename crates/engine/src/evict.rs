@@ -367,7 +367,13 @@ impl Evictor {
 /// Removes the length-prefixed `keys`, with their records and emptied chained buckets; a key
 /// whose deadline has passed counts as expired, the others as evicted. Appends the removed
 /// keys, length-prefixed, to `out`. Returns how many.
-fn evict_keys(table: &mut Table, stats: &mut Stats, now: u64, keys: &[u8], out: &mut Vec<u8>) -> u64 {
+fn evict_keys(
+    table: &mut Table,
+    stats: &mut Stats,
+    now: u64,
+    keys: &[u8],
+    out: &mut Vec<u8>,
+) -> u64 {
     let mut acc = Access::default();
     let mut removed = 0u64;
     let mut at = 0usize;

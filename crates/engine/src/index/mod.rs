@@ -108,6 +108,8 @@ pub struct MainIndex<'a> {
     base: *mut u8,
     bucket_count: u64,
     inline_threshold: usize,
+    /// Whether a hit sets its bucket's reference bit (`Table::set_track_references`).
+    track_refs: bool,
     _table: std::marker::PhantomData<&'a Table>,
 }
 
@@ -126,8 +128,7 @@ impl<'a> MainIndex<'a> {
     }
 
     /// Sets the reference bit of the main bucket at `off` (the GET path calls it only when
-    /// the bit is clear: once per bucket per turn of eviction's hand). Inline: a call in the
-    /// GET loop, even a cold one, costs the loop registers.
+    /// the bit is clear: once per bucket per turn of eviction's hand).
     #[inline(always)]
     fn mark_referenced(self, off: usize) {
         let (at, mask) = Bucket::REFERENCED_AT;
@@ -137,6 +138,13 @@ impl<'a> MainIndex<'a> {
         // call that made it (values handed out are slices of bytes 0..50, which this write
         // does not touch), so the write aliases no live reference to the byte.
         unsafe { *self.base.add(off + at) |= mask };
+    }
+
+    /// [`MainIndex::mark_referenced`] of `h`'s main bucket (inline: a call in the GET loop, even
+    /// a cold one, costs the loop registers).
+    #[inline(always)]
+    fn mark_referenced_of(self, h: u64) {
+        self.mark_referenced(main_offset(h, self.bucket_count));
     }
 
     /// Prefetches the main bucket of `h` (pipeline stage 1).
@@ -157,24 +165,20 @@ impl<'a> MainIndex<'a> {
     /// (`crate::evict`), writing the line only when the bit is clear.
     #[inline(always)]
     pub fn probe(self, key: &[u8], h: u64, simd: impl ByteMatch) -> MainProbe<'a> {
-        let off = main_offset(h, self.bucket_count);
-        let b = self.bucket_at(off);
+        let b = self.bucket(h);
         if key.len() < self.inline_threshold {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 // A key with a deadline goes the general way, which expires it.
                 if b.has_deadline(pos, key.len() + vlen) {
                     return MainProbe::Elsewhere;
                 }
-                if !b.referenced() {
-                    self.mark_referenced(off);
+                let o = pos + key.len();
+                let v = &b.bytes[o..o + vlen];
+                // Only under an LRU policy. `b` is not used past the write, which touches the
+                // metadata bytes and not `v`'s (see `mark_referenced`).
+                if self.track_refs && !b.referenced() {
+                    self.mark_referenced_of(h);
                 }
-                let o = off + pos + key.len();
-                debug_assert!(pos + key.len() + vlen <= bucket::INLINE_BYTES_MAX);
-                // SAFETY: an inline entry lies in bytes 0..50 of the bucket, which is inside
-                // the mapping (see `bucket_at`); taken from the arena's pointer, not from `b`,
-                // which the write of the reference bit above may have invalidated. Nothing
-                // writes these bytes while the table is borrowed for 'a.
-                let v = unsafe { std::slice::from_raw_parts(self.base.add(o), vlen) };
                 return MainProbe::Found(v);
             }
         }
@@ -292,6 +296,10 @@ pub struct Table {
     /// Inline keys without a deadline: when they are all the keys, the main-bucket fast paths
     /// decide everything (`has_records`).
     plain_inline_keys: u64,
+    /// Whether lookups set reference bits: only an LRU eviction policy reads them, and the
+    /// test and write cost the GET path about 7% of its instructions (callgrind), so without
+    /// one (`noeviction`, the default) they are left alone.
+    track_refs: bool,
 }
 
 impl Table {
@@ -312,6 +320,7 @@ impl Table {
             top_class,
             counts: TableCounts::default(),
             plain_inline_keys: 0,
+            track_refs: false,
         }
     }
 
@@ -389,6 +398,7 @@ impl Table {
             base: self.arena.base(),
             bucket_count: self.bucket_count,
             inline_threshold: self.inline_threshold,
+            track_refs: self.track_refs,
             _table: std::marker::PhantomData,
         }
     }
@@ -547,10 +557,18 @@ impl Table {
     /// chain was used. Writes the line only when the bit is clear.
     #[inline(always)]
     pub fn note_use(&self, h: u64) {
+        if !self.track_refs {
+            return;
+        }
         let (off, b) = self.main_bucket_ref(h);
         if !b.referenced() {
             self.main_index().mark_referenced(off);
         }
+    }
+
+    /// Whether lookups set the reference bits eviction's CLOCK reads (an LRU policy).
+    pub fn set_track_references(&mut self, on: bool) {
+        self.track_refs = on;
     }
 
     /// Whether main bucket `i` holds nothing: no entry and no chain behind it.
