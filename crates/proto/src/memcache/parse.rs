@@ -284,7 +284,9 @@ fn data_block(input: &[u8], start: usize, len: usize) -> Option<Result<(&[u8], u
     Some(Ok((&input[start..end - 2], end)))
 }
 
-fn arithmetic<'a>(line: &Line<'a>) -> Parsed<'a> {
+/// The shape incr, decr and touch share: `NAME key value [noreply]`. Returns the key and
+/// whether noreply was given, or the error for a wrong word count or a bad key.
+fn key_and_value_line<'a>(line: &Line<'a>) -> Result<(&'a [u8], bool), (MemcacheError, bool)> {
     let noreply = line.noreply();
     if line.count != 3 && line.count != 4 {
         return Err((MemcacheError::UnknownCommand, false));
@@ -293,6 +295,11 @@ fn arithmetic<'a>(line: &Line<'a>) -> Parsed<'a> {
     if !key_ok(key) {
         return Err((MemcacheError::BadCommandLine, noreply));
     }
+    Ok((key, noreply))
+}
+
+fn arithmetic<'a>(line: &Line<'a>) -> Parsed<'a> {
+    let (key, noreply) = key_and_value_line(line)?;
     let Some(delta) = parse_u64(line.word(2).unwrap_or_default()) else {
         return Err((MemcacheError::BadDelta, noreply));
     };
@@ -325,14 +332,7 @@ fn delete<'a>(line: &Line<'a>) -> Parsed<'a> {
 }
 
 fn touch<'a>(line: &Line<'a>) -> Parsed<'a> {
-    let noreply = line.noreply();
-    if line.count != 3 && line.count != 4 {
-        return Err((MemcacheError::UnknownCommand, false));
-    }
-    let key = line.word(1).unwrap_or_default();
-    if !key_ok(key) {
-        return Err((MemcacheError::BadCommandLine, noreply));
-    }
+    let (key, noreply) = key_and_value_line(line)?;
     let Some(exptime) = parse_i32_truncating(line.word(2).unwrap_or_default()) else {
         return Err((MemcacheError::BadExptime, noreply));
     };
