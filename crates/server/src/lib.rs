@@ -86,8 +86,7 @@ impl Server {
         // Every client is a file: raise the open files limit before anything is opened.
         let open_files = files::raise_limit(cfg.connections_max);
         let shards = cfg.shard_count();
-        let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
-            .map_err(|e| format!("cannot bind {}:{}: {e}", cfg.bind, cfg.port))?;
+        let (listener, udp) = bind_tcp_and_udp(&cfg)?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let engine_cfg = shard::engine_config(&cfg, shards);
         let mut engines = Vec::with_capacity(shards);
@@ -163,9 +162,7 @@ impl Server {
             threads.push(t);
         }
         let mut udp_addr = None;
-        if cfg.udp_enabled() {
-            let udp = std::net::UdpSocket::bind(addr)
-                .map_err(|e| format!("cannot bind UDP {addr}: {e}"))?;
+        if let Some(udp) = udp {
             udp_addr = Some(addr);
             let limits = directkv_proto::native::NativeLimits {
                 key_len_max: cfg.key_len_max as u8,
@@ -318,6 +315,36 @@ impl Drop for Server {
     fn drop(&mut self) {
         if !self.threads.is_empty() {
             self.shutdown();
+        }
+    }
+}
+
+/// Times an ephemeral TCP port is drawn again when its number is taken for UDP.
+const EPHEMERAL_BIND_ATTEMPTS: usize = 16;
+
+/// The TCP listener and, when native UDP is served, the UDP socket on the same address. With
+/// port 0 the kernel picks the TCP port, and another process (or another server of the same
+/// test binary) may already hold that number for UDP: then another TCP port is drawn, up to
+/// `EPHEMERAL_BIND_ATTEMPTS` times. A fixed port that is taken is an error at once.
+fn bind_tcp_and_udp(
+    cfg: &ServerConfig,
+) -> Result<(TcpListener, Option<std::net::UdpSocket>), String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let listener = TcpListener::bind((cfg.bind.as_str(), cfg.port))
+            .map_err(|e| format!("cannot bind {}:{}: {e}", cfg.bind, cfg.port))?;
+        if !cfg.udp_enabled() {
+            return Ok((listener, None));
+        }
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        match std::net::UdpSocket::bind(addr) {
+            Ok(udp) => return Ok((listener, Some(udp))),
+            Err(e)
+                if cfg.port == 0
+                    && e.kind() == std::io::ErrorKind::AddrInUse
+                    && attempt < EPHEMERAL_BIND_ATTEMPTS => {}
+            Err(e) => return Err(format!("cannot bind UDP {addr}: {e}")),
         }
     }
 }
