@@ -67,10 +67,19 @@ impl Pipeline<'_> {
         simd: impl ByteMatch,
     ) {
         let records = self.table.has_records();
-        match kind {
-            Simple::Gets => self.gets_window(ops, base, end, records, out, simd),
-            Simple::GetsPuts => self.in_order_window(ops, base, end, records, out, simd),
-            Simple::No => unreachable!("not a simple window"),
+        // Each loop twice: `PLAIN` without the per-key tests of deadlines and reference bits,
+        // when the table needs neither (`Table::plain_hits`; GETs and plain PUTs cannot make
+        // it false), and with them.
+        match (kind, self.table.plain_hits()) {
+            (Simple::Gets, true) => self.gets_window::<true>(ops, base, end, records, out, simd),
+            (Simple::Gets, false) => self.gets_window::<false>(ops, base, end, records, out, simd),
+            (Simple::GetsPuts, true) => {
+                self.in_order_window::<true>(ops, base, end, records, out, simd)
+            }
+            (Simple::GetsPuts, false) => {
+                self.in_order_window::<false>(ops, base, end, records, out, simd)
+            }
+            (Simple::No, _) => unreachable!("not a simple window"),
         }
     }
 
@@ -82,7 +91,7 @@ impl Pipeline<'_> {
     /// prefetched `PREFETCH_AHEAD` operations ahead and, where there are chains or records,
     /// what they point to half that distance ahead.
     #[inline(always)]
-    fn in_order_window(
+    fn in_order_window<const PLAIN: bool>(
         &mut self,
         ops: &[Op],
         base: usize,
@@ -118,7 +127,8 @@ impl Pipeline<'_> {
             let c = &mut self.stats.kinds[op.kind as usize];
             c.ops += 1;
             if op.kind == OpKind::Get {
-                if finish_get(self.table.probe_main(op.key, h, simd), op, i, out) {
+                let probe = self.table.main_index().probe_as::<PLAIN>(op.key, h, simd);
+                if finish_get(probe, op, i, out) {
                     c.reads += 1;
                     c.line_reads += 1;
                     continue;
@@ -135,7 +145,10 @@ impl Pipeline<'_> {
                     c.line_reads += 1 + hops;
                     continue;
                 }
-            } else if let Some(read) = self.table.replace_inline(op.key, h, op.arg, simd) {
+            } else if let Some(read) = self
+                .table
+                .replace_inline_as::<PLAIN>(op.key, h, op.arg, simd)
+            {
                 // A PUT over an inline value of the same length, the common replace: the
                 // value changes in place in its bucket.
                 c.reads += read;
@@ -158,7 +171,7 @@ impl Pipeline<'_> {
     /// in local arrays, which nothing else can write, so the loop keeps the table's fields in
     /// registers.
     #[inline(always)]
-    fn gets_window(
+    fn gets_window<const PLAIN: bool>(
         &mut self,
         ops: &[Op],
         base: usize,
@@ -188,7 +201,7 @@ impl Pipeline<'_> {
             // SAFETY: written above, by the first loop (p < PREFETCH_AHEAD) or by iteration
             // p - PREFETCH_AHEAD of this one; the window has at most WINDOW_MAX positions.
             let h = unsafe { hashes[p & RING_MASK].assume_init() };
-            if !finish_get(table.probe(op.key, h, simd), op, base + p, out) {
+            if !finish_get(table.probe_as::<PLAIN>(op.key, h, simd), op, base + p, out) {
                 self.table.prefetch_second(h, records);
                 undecided[nu & RING_MASK].write(p as u32);
                 nu += 1;

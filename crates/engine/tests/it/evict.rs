@@ -289,3 +289,38 @@ fn arenas_past_the_chain_pointers_reach_are_refused() {
     cfg.eviction_watermark = 0.9;
     assert!(Engine::new(cfg).is_err());
 }
+
+/// Batches of nothing but GETs take their own loop (`pipeline/direct.rs`), which skips the
+/// reference bit when no policy reads it (`Table::plain_hits`): under `allkeys-lru` it must
+/// still set it, so hot inline keys read only by such batches outlive the cold keys written
+/// by the batches in between, also after a live change from `noeviction`.
+#[test]
+fn keys_read_by_get_only_batches_survive_a_scan_of_cold_ones() {
+    for wide in [false, true] {
+        for start in [EvictionPolicy::AllKeysLru, EvictionPolicy::NoEviction] {
+            let mut e = engine(start, 51);
+            e.set_wide_code(wide);
+            let hot = 200;
+            fill(&mut e, "hot", hot, 16, None);
+            let gets: Vec<Vec<u8>> = (0..hot).map(|i| key("hot", i)).collect();
+            let gets: Vec<Op> = gets.iter().map(|k| Op::get(k)).collect();
+            // Under noeviction first, a GET-only batch takes the loop without the bit.
+            assert!(run(&mut e, &gets).iter().all(|s| *s == Status::Ok));
+            e.set_eviction_policy(EvictionPolicy::AllKeysLru);
+            let value = [3u8; 16];
+            let cold_keys: Vec<Vec<u8>> = (0..100_000).map(|i| key("cold", i)).collect();
+            for chunk in cold_keys.chunks(64) {
+                let statuses = run(&mut e, &gets);
+                assert!(
+                    statuses.iter().all(|s| *s == Status::Ok),
+                    "{start:?} wide {wide}: a hot key was evicted"
+                );
+                let puts: Vec<Op> = chunk.iter().map(|k| Op::put(k, &value)).collect();
+                assert_eq!(oom(&run(&mut e, &puts)), 0);
+            }
+            assert!(e.stats().evicted_keys > 10_000, "{start:?} wide {wide}");
+            assert_eq!(present(&mut e, "hot", hot), hot);
+            e.check_invariants();
+        }
+    }
+}
