@@ -188,11 +188,17 @@ impl ShardCtx {
 
     /// Whether `execute(ops)` would store every write (`Engine::check_atomic`), provided
     /// nothing else runs on this shard in between.
+    /// Under an eviction policy the check first evicts to make room (`Engine::check_atomic`),
+    /// and those removals are reported to WATCH here, at once: the write may still be refused
+    /// or aborted (another shard of a cross-shard write refused), and no later command may
+    /// run before the watchers of an evicted key know it.
     pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
         let mut e = self.engine.borrow_mut();
-        // Under an eviction policy the check first evicts to make room (`Engine::check_atomic`).
+        e.set_now(expiry::now_ms());
         e.set_eviction_policy(self.stats.live.maxmemory_policy());
-        e.check_atomic(ops)
+        let fits = e.check_atomic(ops);
+        self.watches.shard(self.id).expired(e.reclaimed_keys());
+        fits
     }
 
     /// Arena bytes a key-value of these lengths, with a deadline or not, takes (MEMORY USAGE;
