@@ -234,7 +234,10 @@ fn a_key_evicted_by_a_refused_cross_shard_write_aborts_exec() {
         ok()
     );
     assert_eq!(c.cmd(&["MULTI"]), ok());
-    assert_eq!(c.cmd(&["SET", "after", "1"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        c.cmd(&["SET", "after", "1"]),
+        Reply::Simple("QUEUED".into())
+    );
     assert_eq!(c.cmd(&["EXEC"]), Reply::Array(None));
     assert_eq!(c.cmd(&["EXISTS", watched, "after"]), Reply::Integer(0));
     srv.stop();
