@@ -129,8 +129,7 @@ pub(crate) fn walk(e: &Engine, step: &mut Step) {
         step.ended = true;
         return;
     }
-    let start = step.at;
-    let (mut bucket, mut skip) = (start.bucket, start.skip);
+    let (mut bucket, mut skip) = (step.at.bucket, step.at.skip);
     let mut found = 0usize;
     loop {
         let (mut seen, mut cut) = (0u64, None);
@@ -151,9 +150,8 @@ pub(crate) fn walk(e: &Engine, step: &mut Step) {
         });
         step.visited += 1;
         if let Some(position) = cut {
-            // The cursor cannot hold the position, or not even the step's first key fits.
-            let stuck = bucket == start.bucket && position == start.skip;
-            step.too_large = stuck || position > SCAN_CURSOR_SKIP_MAX;
+            // Not even the step's first key fits alone, or the cursor cannot hold the position.
+            step.too_large = step.keys.is_empty() || position > SCAN_CURSOR_SKIP_MAX;
             step.at.bucket = bucket;
             step.at.skip = position;
             return;
