@@ -401,7 +401,7 @@ fn walks_inside_multi_see_one_point_in_time() {
         };
         let keys: HashSet<Vec<u8>> = keys.into_iter().collect();
         assert!(
-            keys.contains(&b"a".to_vec()),
+            keys.contains(b"a".as_slice()),
             "round {round}: KEYS missed a"
         );
         for k in &keys {
