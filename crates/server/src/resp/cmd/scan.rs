@@ -28,18 +28,19 @@
 //! though directkv's index is sized for the arena, not for the keys (an empty shard is passed
 //! at once, a sparse one costs its index's walk, as KEYS does). A step visits at most
 //! `scan_step_buckets` main buckets, and outside a transaction the shard's other requests run
-//! between steps. KEYS answers in bounded memory: the reply stops at `results_bytes_max`
-//! (64 MiB by default, 2-3 million short keys), past which it is an error rather than a reply
-//! that could take the server's memory. Patterns longer than `match_pattern_bytes_max` are
-//! refused (a match costs the pattern's length times the key's). RANDOMKEY is deterministic
-//! given the server's history (a counter, not an entropy source), and favours keys after long
-//! runs of empty buckets, as Redis's bucket sampling does.
+//! between steps; inside MULTI every shard is held for the whole walk (as Redis's one thread
+//! is for KEYS), so a KEYS there stalls the server for a full index walk, some tens of
+//! milliseconds per GiB of arena. KEYS answers in bounded memory: the reply stops at
+//! `results_bytes_max` (64 MiB by default, 2-3 million short keys), past which it is an error
+//! rather than a reply that could take the server's memory. Patterns longer than
+//! `match_pattern_bytes_max` are refused (a match costs the pattern's length times the key's).
+//! RANDOMKEY is deterministic given the server's history (a counter, not an entropy source),
+//! and favours keys after long runs of empty buckets, as Redis's bucket sampling does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use directkv_proto::resp::{self, RespWriter, Version};
-
 use directkv_proto::native::ScanPosition;
+use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::glob::glob_match;
 use super::{arity, parse_int, Name, Planned};
