@@ -104,6 +104,10 @@ pub struct ServeFlags {
     /// Share of the arena eviction keeps free (default 0.01, at most 0.5).
     #[arg(long)]
     eviction_watermark: Option<f64>,
+    /// Main buckets of a shard's index one step of SCAN, KEYS or RANDOMKEY visits before the
+    /// shard serves its other requests (default 65536, at most 16777216).
+    #[arg(long)]
+    scan_step_buckets: Option<usize>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -216,6 +220,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(w) = f.eviction_watermark {
         cfg.eviction_watermark = w;
+    }
+    if let Some(n) = f.scan_step_buckets {
+        cfg.scan_step_buckets = n;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

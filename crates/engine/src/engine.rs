@@ -244,11 +244,15 @@ impl Engine {
     /// The check of [`Engine::execute_atomic`] alone, for a caller that must answer "fits"
     /// before it is told to execute (a shard's part of a cross-shard write). `execute(ops)`
     /// then stores every write, provided nothing else ran on this engine in between.
+    /// The keys it evicts to make room are then [`Engine::reclaimed_keys`], at once: a
+    /// check whose write is then refused or aborted (a cross-shard write another shard
+    /// refused) has still removed them, and whoever watches keys must learn it before any
+    /// later command runs.
     pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
+        self.reclaimed.clear();
         if self.evictor.policy != EvictionPolicy::NoEviction {
             self.make_room(ops);
-            // Left for the `execute` that follows, which reports them (a check alone, of a
-            // cross-shard write, keeps them until then).
+            self.take_evicted();
         }
         crate::atomic::check(&mut self.table, &self.limits, ops, &mut self.trial)
     }
@@ -384,12 +388,12 @@ impl Engine {
         (next, removed)
     }
 
-    /// The keys the last [`Engine::execute`] (with the [`Engine::evict_ahead`] after it) or
-    /// [`Engine::expire_step`] or [`Engine::evict_step`] removed without an operation asking:
-    /// because their deadline had passed (lazy expiry on a lookup, or the sweep) or by eviction
-    /// (including what a [`Engine::check_atomic`] before the `execute` evicted), in the order
-    /// removed. Whoever must see every change of a key (WATCH, a log of writes) learns them
-    /// here.
+    /// The keys the last [`Engine::execute`] (with the [`Engine::evict_ahead`] after it),
+    /// [`Engine::check_atomic`], [`Engine::expire_step`] or [`Engine::evict_step`] removed
+    /// without an operation asking: because their deadline had passed (lazy expiry on a
+    /// lookup, or the sweep) or by eviction, in the order removed. Whoever must see every
+    /// change of a key (WATCH, a log of writes) reads them after each of those calls (after
+    /// [`Engine::execute_atomic`] they are its `execute`'s only).
     pub fn reclaimed_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let mut at = 0usize;
         std::iter::from_fn(move || {

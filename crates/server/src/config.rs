@@ -98,8 +98,9 @@ pub const WATCH_KEYS_MAX_DEFAULT: usize = 10_000;
 pub const PREFAULT_INDEX_DEFAULT: bool = true;
 /// Main buckets of a shard's hash index one step of SCAN, KEYS or RANDOMKEY visits at most
 /// (`shard/scan.rs`): 64 Ki buckets are 4 MiB of index, read in about a millisecond, which
-/// is how long a step may delay the shard's other requests. A SCAN call is one such budget,
-/// so iterating an empty 1 GiB shard (about 6 M buckets) takes about 90 calls.
+/// is how long a step may delay the shard's other requests. A SCAN call takes as many steps
+/// as it needs for COUNT keys (a sparse 1 GiB shard, about 6 M buckets, is about 90 steps),
+/// and the shard serves its other requests between them.
 pub const SCAN_STEP_BUCKETS_DEFAULT: usize = 1 << 16;
 /// The most buckets a scan step may be given.
 pub const SCAN_STEP_BUCKETS_MAX: usize = 1 << 24;

@@ -377,3 +377,87 @@ fn redis_benchmark_with_expiry_against_directkv() {
     let s = serve();
     redis_benchmark_with_expiry(s.addr.port());
 }
+
+/// Issue 20: redis-cli `--scan` (with and without `--pattern`), `KEYS *` and redis-py's
+/// `scan_iter` return every key exactly once from a `directkv serve` of one and of two shards,
+/// with 7 keys and with 200 000; 7 keys are one SCAN call that answers cursor 0.
+#[test]
+fn redis_cli_and_redis_py_scan_every_key_exactly_once() {
+    if tool("redis-cli", "redis-tools").is_none() {
+        return;
+    }
+    let python = require_peer("redis-py", python_with_redis_py());
+    for shards in ["1", "2"] {
+        let s = ServerProcess::directkv_serve(
+            Path::new(env!("CARGO_BIN_EXE_directkv")),
+            &["--shards", shards, "--memory", "256M"],
+            None,
+        )
+        .expect("directkv serve starts");
+        let port = s.addr.port();
+        let mut loaded = 0;
+        for n in [7usize, 200_000] {
+            load_keys(port, loaded..n);
+            loaded = n;
+            let what = format!("{shards} shards, {n} keys");
+            let check = |args: &[&str], want: usize| {
+                let text = redis_cli(port, args);
+                let mut keys: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+                assert_eq!(keys.len(), want, "{what}: redis-cli {args:?}");
+                keys.sort_unstable();
+                keys.dedup();
+                assert_eq!(
+                    keys.len(),
+                    want,
+                    "{what}: redis-cli {args:?} gave a key twice"
+                );
+            };
+            let ones = (0..n).filter(|i| i.to_string().starts_with('1')).count();
+            check(&["--scan"], n);
+            check(&["--scan", "--pattern", "key:1*"], ones);
+            check(&["KEYS", "*"], n);
+            if n < 10 {
+                let text = redis_cli(port, &["SCAN", "0"]);
+                assert_eq!(text.lines().next(), Some("0"), "{what}: {text}");
+            }
+            if let Some(python) = &python {
+                let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_scan.py");
+                let out = Command::new(python)
+                    .args([script, &port.to_string(), &n.to_string()])
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{what}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// SETs `key:i v` for every i of `range` through `redis-cli --pipe`.
+fn load_keys(port: u16, range: std::ops::Range<usize>) {
+    use std::io::Write;
+    let mut input = Vec::new();
+    for i in range {
+        let k = format!("key:{i}");
+        write!(
+            input,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n$1\r\nv\r\n",
+            k.len()
+        )
+        .unwrap();
+    }
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--pipe"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli runs");
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("errors: 0"), "{text}");
+}

@@ -127,3 +127,35 @@ fn the_example_file_starts_a_server_as_shipped() {
     let log = served_log(example.to_str().unwrap(), &["--memory", "16M"]);
     assert!(log.contains("directkv started"), "{log}");
 }
+
+/// Issue 20: `--scan-step-buckets` sets `scan_step_buckets` over the file's value; CONFIG GET
+/// shows it and CONFIG SET refuses it (it is not live); out of range, start-up is refused.
+#[test]
+fn scan_step_buckets_has_a_flag_over_the_file() {
+    let f = ConfigFile::new(
+        "scan-step",
+        "shards = 1\nmemory = \"8M\"\nscan_step_buckets = 1000\n",
+    );
+    let err = refused(&["--config", f.path(), "--scan-step-buckets", "0"]);
+    assert!(
+        err.contains("scan_step_buckets 0 not in 1..=16777216"),
+        "{err}"
+    );
+    let all = [
+        "--config",
+        f.path(),
+        "--ocsm-port",
+        "0",
+        "--scan-step-buckets",
+        "16",
+    ];
+    let server = ServerProcess::directkv_serve(Path::new(EXE), &all, None).unwrap();
+    let mut c = directkv_testkit::raw::RawClient::connect(server.addr);
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "scan-step-buckets"]),
+        b"*2\r\n$17\r\nscan-step-buckets\r\n$2\r\n16\r\n"
+    );
+    let set = c.cmd(&["CONFIG", "SET", "scan-step-buckets", "32"]);
+    let set = String::from_utf8_lossy(&set);
+    assert!(set.contains("can't set immutable config"), "{set}");
+}

@@ -121,6 +121,28 @@ fn a_full_arena_under_allkeys_lru_takes_atomic_batches() {
     e.check_invariants();
 }
 
+/// A check alone (a shard's part of a cross-shard write, which may then be aborted) reports
+/// what it evicted at once: nothing later has to run on this engine for WATCH to learn it.
+#[test]
+fn a_check_reports_the_keys_it_evicted_at_once() {
+    let mut e = engine(EvictionPolicy::AllKeysLru, 0);
+    assert_eq!(fill(&mut e, "k", 40_000, 100, None), 0);
+    let before = e.counts().keys;
+    let value = [1u8; 100];
+    let keys: Vec<Vec<u8>> = (0..64).map(|i| key("mset", i)).collect();
+    let ops: Vec<Op> = keys.iter().map(|k| Op::put(k, &value)).collect();
+    assert_eq!(e.check_atomic(&ops), Ok(()));
+    let evicted = before - e.counts().keys;
+    assert!(evicted > 0, "the check evicted nothing");
+    let reported: Vec<Vec<u8>> = e.reclaimed_keys().map(<[u8]>::to_vec).collect();
+    assert_eq!(reported.len() as u64, evicted);
+    assert!(reported.iter().all(|k| k.starts_with(b"k")));
+    // The execute that follows reports only its own.
+    run(&mut e, &[Op::get(b"none")]);
+    assert_eq!(e.reclaimed_keys().count(), 0);
+    e.check_invariants();
+}
+
 #[test]
 fn keys_in_use_survive_a_scan_of_cold_ones() {
     for threshold in [0, 51] {

@@ -6,14 +6,15 @@
 //!   ttl result     deadline u64 LE | ms_left u64 LE            both 0: the key has no deadline
 //!   scan arg       cursor u64 LE | count u32 LE                (12 bytes; key = prefix filter)
 //!   scan result    next_cursor u64 LE | (key_len u8 | key)*    next_cursor 0: the scan is done
-//!   scan cursor    bit 63..52 shard | 51..20 main bucket | 19..0 entries of it already sent
+//!   scan cursor    bit 63..48 shard | 47..16 main bucket | 15..0 entries of it already sent
 //!   type result    the type name: "string"
 //! ```
 //!
 //! A scan visits one shard's index bucket by bucket (a bucket with the buckets chained behind
 //! it is the unit the engine visits), then goes on to the next shard; the cursor says where.
-//! A client sends each scan operation to the shard in its cursor's top 12 bits (the same 12
-//! bits the shard rule takes from a key's hash), so a shard-aware client's scan costs no hop.
+//! A client sends each scan operation to the shard in its cursor's top 16 bits, so a
+//! shard-aware client's scan costs no hop. The server's RESP SCAN cursors are the same
+//! numbers (`shard/scan.rs` in the server: one walk, one cursor encoding for every protocol).
 //! The index never resizes, so every key present for the whole scan is returned at least once;
 //! keys added or removed meanwhile may or may not be (as Redis's SCAN).
 //!
@@ -36,9 +37,9 @@ pub const SCAN_BUCKETS_PER_KEY: u64 = 10;
 pub const TYPE_STRING: &[u8] = b"string";
 
 /// Bits of a scan cursor below the shard.
-const CURSOR_SHARD_SHIFT: u32 = 52;
+const CURSOR_SHARD_SHIFT: u32 = 48;
 /// Bits of a scan cursor below the bucket (the entries of the bucket already sent).
-const CURSOR_BUCKET_SHIFT: u32 = 20;
+const CURSOR_BUCKET_SHIFT: u32 = 16;
 /// Largest bucket number a cursor holds (2^32 buckets of 64 bytes: a 256 GiB index per shard).
 pub const SCAN_CURSOR_BUCKET_MAX: u64 = (1 << (CURSOR_SHARD_SHIFT - CURSOR_BUCKET_SHIFT)) - 1;
 /// Largest count of entries of one bucket a cursor holds.
@@ -176,7 +177,7 @@ mod tests {
         };
         assert_eq!(ScanPosition::of(p.cursor()), p);
         assert_eq!(scan_cursor_shard(p.cursor()), 4095);
-        assert_eq!(p.cursor() >> 52, 4095);
+        assert_eq!(p.cursor() >> 48, 4095);
         let start = ScanPosition {
             shard: 0,
             bucket: 0,

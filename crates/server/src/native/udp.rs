@@ -151,7 +151,14 @@ fn answer(
             for (slot, op) in slots.iter_mut().zip(batch.iter()) {
                 if let Slot::Scan(k) = slot {
                     let left = room.saturating_sub(planned + scans.data_bytes());
-                    *k = scans.run_blocking(peers, op.key, op.arg, left, op.is_no_return());
+                    *k = scans.run_blocking(
+                        peers,
+                        op.key,
+                        op.arg,
+                        left,
+                        limits.value_len_max as usize,
+                        op.is_no_return(),
+                    );
                 }
             }
             let mut budget = datagram.len().saturating_sub(RESPONSE_OVERHEAD_BYTES);

@@ -15,9 +15,11 @@
 //!
 //! Atomicity: a transaction's operations are one plan, run as one batch per shard with those
 //! shards held (`shard/atomic.rs`), so no other client's command runs in between and no
-//! multi-key read sees it half done. Commands that need every shard (INFO, DBSIZE, FLUSHALL,
-//! FLUSHDB: barriers) run at their place in the transaction between two such plans: each
-//! part before and after them is atomic, the whole is not.
+//! multi-key read sees it half done. SCAN, KEYS and RANDOMKEY read every shard: a part that
+//! holds one runs with every shard held (below), so they see the transaction's earlier writes
+//! and nothing else's in between (issue 20). Other commands that need every shard (INFO,
+//! DBSIZE, FLUSHALL, FLUSHDB: barriers) run at their place in the transaction between two
+//! such plans: each part before and after them is atomic, the whole is not.
 //!
 //! Limits: `multi_commands_max` queued commands and `multi_bytes_max` queued bytes per
 //! connection (past either the command is refused and EXEC aborts, as for an unknown command);
@@ -280,10 +282,13 @@ async fn watch(ctx: &ShardCtx, s: &mut Session, a: &[&[u8]], out: &mut Vec<u8>) 
 }
 
 /// A stretch of a transaction between barriers that holds a command which reads before it
-/// writes (RENAME, COPY, MSETNX, MEMORY USAGE): the commands planned before it, then it, ...
+/// writes (RENAME, COPY, MSETNX, MEMORY USAGE) or walks the keyspace (SCAN, KEYS,
+/// RANDOMKEY): the commands planned before it, then it, ...
 enum Segment<'q> {
     Planned(Pending),
     Exclusive(Result<Exclusive<'q>, Answer>),
+    /// SCAN, KEYS or RANDOMKEY (`cmd/scan.rs`): a walk over every shard, which holds them all.
+    Walk(Vec<&'q [u8]>),
 }
 
 /// EXEC: the queued commands run as one transaction (see the module comment).
@@ -328,6 +333,11 @@ async fn exec(
                 segments.push(Segment::Exclusive(e));
             }
             Planned::Atomic => plan_atomic(p, v, &ctx.cfg, &a),
+            Planned::Barrier if cmd::scan::is_walk(name.as_bytes()) => {
+                let before = std::mem::replace(p, Pending::new(ctx.shards()));
+                segments.push(Segment::Planned(before));
+                segments.push(Segment::Walk(a));
+            }
             Planned::Barrier => {
                 let w = first.take();
                 if !part(ctx, p, &mut segments, v, w, queue.len(), out).await {
@@ -415,6 +425,7 @@ async fn part_held(
             }
             Segment::Exclusive(Ok(e)) => shards.extend(e.keys().iter().map(|k| shard_of(k, n))),
             Segment::Exclusive(Err(_)) => {}
+            Segment::Walk(_) => shards.extend(0..n),
         }
     }
     if let Some((w, _)) = watch {
@@ -437,6 +448,7 @@ async fn part_held(
                 }
                 Segment::Exclusive(Ok(e)) => e.run(ctx, h, &mut plan).write(out, v),
                 Segment::Exclusive(Err(a)) => a.write(out, v),
+                Segment::Walk(a) => cmd::scan::in_transaction(ctx, h, v, a, out),
             }
         }
         true

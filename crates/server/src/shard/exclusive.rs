@@ -10,7 +10,7 @@
 //!                        otherwise:          atomic's CROSS_SHARD lock
 //!                          ├─ Job::Park to every other involved shard, ascending; each answers
 //!                          │  "parked" and then runs only this coordinator's messages (Run a
-//!                          │  batch, Check a batch) until its sender is dropped
+//!                          │  batch, Check a batch, Scan a step) until its sender is dropped
 //!                          └─ EPOCH odd ─> f(held): reads, decision, writes, each a blocking
 //!                             round trip to a parked shard or a direct call on this one ─>
 //!                             EPOCH even ─> senders dropped: the shards go on
@@ -38,6 +38,7 @@ use super::atomic::{CommitStep, CROSS_SHARD};
 use super::batch::OwnedBatch;
 use super::dispatch::Plan;
 use super::panics;
+use super::scan::Step;
 use super::{Job, ShardCtx};
 
 /// A shard that did not answer (its queue closed: the server stops, or it panicked).
@@ -49,12 +50,16 @@ pub(crate) enum Msg {
     Run(OwnedBatch, Results),
     /// Whether the batch would be stored whole (`Engine::check_atomic`); the batch comes back.
     Check(OwnedBatch),
+    /// One step of a walk over the shard's keys (`scan.rs`: SCAN, KEYS or RANDOMKEY inside a
+    /// transaction).
+    Scan(Step),
 }
 
 /// A parked shard's answers, in the order of the messages.
 pub(crate) enum Answer {
     Ran(OwnedBatch, Results),
     Checked(OwnedBatch, Result<(), OpError>),
+    Scanned(Step),
 }
 
 /// A `Park` job's channels.
@@ -90,6 +95,15 @@ pub(crate) fn park(ctx: &ShardCtx, c: ParkChannels) {
                     return;
                 };
                 Answer::Checked(batch, r)
+            }
+            Msg::Scan(mut step) => {
+                let ran = panics::contain_blocking("exclusive scan step", &ctx.stats, || {
+                    ctx.scan_step(&mut step)
+                });
+                if ran.is_none() {
+                    return;
+                }
+                Answer::Scanned(step)
             }
         };
         if c.answers.send(answer).is_err() {
@@ -155,6 +169,22 @@ impl Held<'_> {
             self.ctx.check_atomic(&p.batches[own].ops())?;
         }
         self.run(p)
+    }
+
+    /// Runs one step of a walk on its shard (`step.at.shard`, held); `None` when that shard
+    /// did not answer (or is not held).
+    pub(crate) fn scan(&mut self, mut step: Step) -> Option<Step> {
+        let shard = usize::from(step.at.shard);
+        if shard == self.ctx.id {
+            self.ctx.scan_step(&mut step);
+            return Some(step);
+        }
+        let (_, tx, rx) = self.parked.iter().find(|(s, _, _)| *s == shard)?;
+        tx.send(Msg::Scan(step)).ok()?;
+        match rx.recv() {
+            Ok(Answer::Scanned(step)) => Some(step),
+            _ => None,
+        }
     }
 
     fn answers(&self, s: usize) -> &std_mpsc::Receiver<Answer> {

@@ -82,16 +82,11 @@ pub(crate) enum Job {
     /// Answer "parked", then run only the coordinator's messages until it lets go: an
     /// exclusive section (`exclusive.rs`: RENAME, COPY, MSETNX across shards).
     Park { channels: exclusive::ParkChannels },
-    /// One step of a walk over this shard's keys (`scan.rs`: SCAN, KEYS, RANDOMKEY): run it
-    /// and send it back with the keys found.
+    /// One step of a walk over this shard's keys (`scan.rs`: RESP's SCAN, KEYS, RANDOMKEY and
+    /// the native scan): run it and send it back with the keys found.
     Scan {
         step: scan::Step,
         reply: oneshot::Sender<scan::Step>,
-    },
-    /// Run `f` on this shard's thread with its context (a read such as one step of a native
-    /// scan, `native/scan.rs`); `f` sends its own answer.
-    Call {
-        f: Box<dyn FnOnce(&ShardCtx) + Send>,
     },
 }
 
@@ -104,7 +99,7 @@ pub(crate) type ShardTask =
 /// What every task of a shard shares.
 pub(crate) struct ShardCtx {
     pub(crate) id: usize,
-    /// Private: reached only through `execute`, `keys`, `report`, `scan` and `flush`.
+    /// Private: reached only through `execute`, `keys`, `report`, `scan_step` and `flush`.
     engine: RefCell<Engine>,
     engine_cfg: EngineConfig,
     pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
@@ -157,10 +152,12 @@ impl ShardCtx {
     }
 
     /// Runs one step of a walk over this shard's live keys (`scan.rs`), at the time of now: a
-    /// read, which changes no key.
+    /// read, which changes no key. The one place that walks the engine's index for a
+    /// protocol, so `scan_step_buckets` bounds every step here.
     pub(crate) fn scan_step(&self, step: &mut scan::Step) {
         let mut e = self.engine.borrow_mut();
         e.set_now(expiry::now_ms());
+        step.buckets = step.buckets.min(self.cfg.scan_step_buckets as u64);
         scan::walk(&e, step);
     }
 
@@ -188,11 +185,17 @@ impl ShardCtx {
 
     /// Whether `execute(ops)` would store every write (`Engine::check_atomic`), provided
     /// nothing else runs on this shard in between.
+    /// Under an eviction policy the check first evicts to make room (`Engine::check_atomic`),
+    /// and those removals are reported to WATCH here, at once: the write may still be refused
+    /// or aborted (another shard of a cross-shard write refused), and no later command may
+    /// run before the watchers of an evicted key know it.
     pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
         let mut e = self.engine.borrow_mut();
-        // Under an eviction policy the check first evicts to make room (`Engine::check_atomic`).
+        e.set_now(expiry::now_ms());
         e.set_eviction_policy(self.stats.live.maxmemory_policy());
-        e.check_atomic(ops)
+        let fits = e.check_atomic(ops);
+        self.watches.shard(self.id).expired(e.reclaimed_keys());
+        fits
     }
 
     /// Arena bytes a key-value of these lengths, with a deadline or not, takes (MEMORY USAGE;
@@ -209,25 +212,6 @@ impl ShardCtx {
     /// This shard's engine report (memory, counters).
     pub(crate) fn report(&self) -> directkv_engine::Report {
         self.engine.borrow().report()
-    }
-
-    /// Visits the live keys (deadline not passed at the wall clock) of up to `buckets` main
-    /// buckets from `bucket` on (`Engine::scan`): `visit(key, value, deadline)`. Returns the
-    /// bucket to go on from, 0 at the end of the index. A read: it changes no key.
-    pub(crate) fn scan(
-        &self,
-        bucket: u64,
-        buckets: u64,
-        visit: impl FnMut(&[u8], &[u8], u64),
-    ) -> u64 {
-        let mut e = self.engine.borrow_mut();
-        e.set_now(expiry::now_ms());
-        e.scan(bucket, buckets, visit)
-    }
-
-    /// Main buckets of this shard's index (the range of a scan's bucket).
-    pub(crate) fn scan_buckets(&self) -> u64 {
-        self.engine.borrow().scan_buckets()
     }
 
     /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
@@ -391,10 +375,6 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 if ran.is_some() {
                     let _ = reply.send(step);
                 }
-            }
-            Job::Call { f } => {
-                // A panic drops `f`'s reply sender: the asker sees the shard as unavailable.
-                panics::contain_blocking("shard call", &ctx.stats, || f(&ctx));
             }
         }
     }

@@ -187,3 +187,58 @@ fn the_configuration_file_names_the_policy() {
     let bad = ServerConfig::from_toml("eviction_watermark = 0.9\n").unwrap();
     assert!(bad.validate().unwrap_err().contains("eviction_watermark"));
 }
+
+/// Keys named `{prefix}N` on shard `shard` of a two-shard server.
+fn keys_on(prefix: &str, shard: u16, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|k| {
+            directkv_proto::native::shard_of_hash(directkv_engine::key_hash(k.as_bytes()), 2)
+                == shard
+        })
+        .take(n)
+        .collect()
+}
+
+/// Issue 20: a key evicted by the check of a cross-shard MSET aborts a transaction that
+/// watches it. The MSET asks shard 0 for more than its whole arena, so the check evicts every
+/// key there (the watched one too) and the write is then refused: no batch of it ever runs on
+/// shard 0. The check reports its evictions itself (`ShardCtx::check_atomic`); before, they
+/// waited for the shard's next batch, which EXEC's look-up of its watched keys happens to be.
+#[test]
+fn a_key_evicted_by_a_refused_cross_shard_write_aborts_exec() {
+    let srv = server("allkeys-lru");
+    let mut c = Client::connect(&srv);
+    let watched = &keys_on("watched:", 0, 1)[0];
+    assert_eq!(c.cmd(&["SET", watched, "1"]), ok());
+    assert_eq!(c.cmd(&["WATCH", watched]), ok());
+    // Six values of 600 KB on shard 0 (an arena of 4 MiB with its index: they cannot fit
+    // together) and one small key on shard 1.
+    let big = vec![b'b'; 600_000];
+    let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+    for k in keys_on("big:", 0, 6) {
+        args.push(k.into_bytes());
+        args.push(big.clone());
+    }
+    args.push(keys_on("small:", 1, 1)[0].clone().into_bytes());
+    args.push(b"v".to_vec());
+    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    c.send(&args);
+    match c.read() {
+        Reply::Error(e) => assert!(e.starts_with("OOM"), "{e}"),
+        r => panic!("the MSET was not refused: {r:?}"),
+    }
+    assert!(info_field(&mut c, "evicted_keys") > 0);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]),
+        ok()
+    );
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["SET", "after", "1"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(None));
+    assert_eq!(c.cmd(&["EXISTS", watched, "after"]), Reply::Integer(0));
+    srv.stop();
+}

@@ -3,7 +3,9 @@
 //! (2 shards, steps of a few buckets so that the churn lands between them), KEYS past its reply
 //! bound and over-long patterns are refused with the server still usable, keys past their
 //! deadline are never listed, the sweep's removal of a watched key aborts EXEC, and MEMORY
-//! USAGE counts a deadline.
+//! USAGE counts a deadline. Issue 20: a small keyspace is one SCAN call with cursor 0, cursors
+//! cross shard boundaries in order, a quiet store of 200 000 keys scans each key exactly once,
+//! and SCAN, KEYS and RANDOMKEY inside MULTI run in the transaction's atomic section.
 
 use crate::common;
 
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{config, info_field, ok, start_with, Client};
 use directkv_proto::resp::Reply;
+use directkv_server::ServerConfig;
 
 fn bulk_bytes(r: &Reply) -> Vec<u8> {
     match r {
@@ -218,5 +221,217 @@ fn memory_usage_counts_a_deadline() {
     assert_eq!(c.cmd(&["PERSIST", "k"]), Reply::Integer(1));
     assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
     assert_eq!(usage(&mut c), plain);
+    srv.stop();
+}
+
+/// Sets `keys` pipelined, a thousand at a time.
+fn set_all(c: &mut Client, keys: &[String]) {
+    for chunk in keys.chunks(1000) {
+        for k in chunk {
+            c.send(&[b"SET", k.as_bytes(), b"v"]);
+        }
+        for _ in chunk {
+            assert_eq!(c.read(), ok());
+        }
+    }
+}
+
+/// Issue 20: SCAN over a small keyspace answers every key and cursor 0 in one call, as Redis
+/// does (redis-cli --scan and redis-py's scan_iter then make one round trip), although the
+/// index is far larger than one step: once answered 65536 and no key.
+#[test]
+fn a_small_keyspace_is_one_scan_call_with_cursor_zero() {
+    for (shards, step_buckets) in [(1, None), (2, None), (2, Some(16))] {
+        let mut cfg = config(shards);
+        if let Some(b) = step_buckets {
+            cfg.scan_step_buckets = b;
+        }
+        let srv = start_with(cfg);
+        let mut c = Client::connect(&srv);
+        assert_eq!(scan_page(&mut c, &["SCAN", "0"]), ("0".to_string(), vec![]));
+        let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+        set_all(&mut c, &keys);
+        let (cursor, found) = scan_page(&mut c, &["SCAN", "0"]);
+        assert_eq!(cursor, "0", "{shards} shards, steps of {step_buckets:?}");
+        let found: HashSet<Vec<u8>> = found.into_iter().collect();
+        let want: HashSet<Vec<u8>> = keys.iter().map(|k| k.clone().into_bytes()).collect();
+        assert_eq!(found, want);
+        // MATCH filters after COUNT, as in Redis: still one call.
+        let (cursor, found) = scan_page(&mut c, &["SCAN", "0", "MATCH", "k[12]"]);
+        assert_eq!((cursor.as_str(), found.len()), ("0", 2));
+        srv.stop();
+    }
+}
+
+/// Issue 20: at every shard boundary the cursor points at the next shard's first bucket
+/// (shard in the top 16 bits, bucket below), and after the last shard it is 0; COUNT met
+/// exactly on a shard's last key moves the cursor to the next shard, never back.
+#[test]
+fn scan_cursors_cross_shards_in_order_and_end_at_zero() {
+    let shards = 3;
+    let srv = start_with(config(shards));
+    let mut c = Client::connect(&srv);
+    let keys: Vec<String> = (0..30).map(|i| format!("b{i}")).collect();
+    set_all(&mut c, &keys);
+    for count in ["1", "2", "3", "7", "10", "29", "30", "31"] {
+        let mut cursor = "0".to_string();
+        let mut seen = Vec::new();
+        let mut last_shard = 0u64;
+        loop {
+            let (next, page) = scan_page(&mut c, &["SCAN", &cursor, "COUNT", count]);
+            seen.extend(page);
+            if next == "0" {
+                break;
+            }
+            let n: u64 = next.parse().unwrap();
+            let shard = n >> 48;
+            assert!(shard < shards as u64, "cursor {n}: shard {shard}");
+            assert!(
+                shard >= last_shard,
+                "cursor {n} went back from shard {last_shard}"
+            );
+            last_shard = shard;
+            cursor = next;
+        }
+        seen.sort();
+        let mut want: Vec<Vec<u8>> = keys.iter().map(|k| k.clone().into_bytes()).collect();
+        want.sort();
+        assert_eq!(seen, want, "COUNT {count}: every key exactly once");
+    }
+    // A cursor past the last shard ends the iteration; one at a shard's start scans it.
+    assert_eq!(
+        scan_page(&mut c, &["SCAN", &(3u64 << 48).to_string()]),
+        ("0".to_string(), vec![])
+    );
+    let (next, _) = scan_page(
+        &mut c,
+        &["SCAN", &(2u64 << 48).to_string(), "COUNT", "1000"],
+    );
+    assert_eq!(next, "0");
+    srv.stop();
+}
+
+/// Every key exactly once from a full SCAN on a quiet store, small and large, on one and two
+/// shards, with the default step and COUNTs small and large; KEYS agrees.
+#[test]
+fn a_full_scan_of_a_quiet_store_returns_every_key_exactly_once() {
+    for shards in [1, 2] {
+        let srv = start_with(ServerConfig {
+            memory_bytes: 256 << 20,
+            ..config(shards)
+        });
+        let mut c = Client::connect(&srv);
+        let mut keys: Vec<String> = Vec::new();
+        for n in [7usize, 200_000] {
+            let more: Vec<String> = (keys.len()..n).map(|i| format!("key:{i}")).collect();
+            set_all(&mut c, &more);
+            keys.extend(more);
+            for count in ["10", "1000"] {
+                let mut seen = scan_all(&mut c, &["COUNT", count]);
+                assert_eq!(seen.len(), n, "{shards} shards, {n} keys, COUNT {count}");
+                seen.sort();
+                seen.dedup();
+                assert_eq!(seen.len(), n, "{shards} shards, {n} keys: a key came twice");
+            }
+            assert_eq!(array_len(c.cmd(&["KEYS", "*"])), n);
+            assert_eq!(
+                scan_all(&mut c, &["MATCH", "key:1*", "COUNT", "1000"]).len(),
+                array_len(c.cmd(&["KEYS", "key:1*"]))
+            );
+        }
+        srv.stop();
+    }
+}
+
+/// Issue 20: KEYS, SCAN and RANDOMKEY inside MULTI run in the transaction's atomic section.
+/// `MULTI; SET a; KEYS *; DEL a; EXEC` while one client checks `a` without pause and another
+/// writes pairs of keys on two shards with atomic MSETs: nobody ever sees `a`, the KEYS reply
+/// holds it, and holds both keys of every pair or neither. Before, KEYS ran between two
+/// atomic parts of the transaction, in steps with other clients' commands between them.
+#[test]
+fn walks_inside_multi_see_one_point_in_time() {
+    let mut cfg = config(2);
+    // Many small steps: a walk outside the atomic section would let the others in.
+    cfg.scan_step_buckets = 64;
+    let srv = start_with(cfg);
+    let mut c = Client::connect(&srv);
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = srv.addr();
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut w = Client::connect_addr(addr);
+            let mut seen = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if w.cmd(&["EXISTS", "a"]) == Reply::Integer(1) {
+                    seen += 1;
+                }
+            }
+            seen
+        })
+    };
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut w = Client::connect_addr(addr);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let (x, y) = (format!("pair:{i}:x"), format!("pair:{i}:y"));
+                assert_eq!(w.cmd(&["MSET", &x, "1", &y, "1"]), ok());
+                i += 1;
+            }
+            i
+        })
+    };
+    let tx = |c: &mut Client, walk: &[&str]| -> Vec<Reply> {
+        assert_eq!(c.cmd(&["MULTI"]), ok());
+        for cmd in [&["SET", "a", "1"][..], walk, &["DEL", "a"]] {
+            assert_eq!(c.cmd(cmd), Reply::Simple("QUEUED".into()));
+        }
+        match c.cmd(&["EXEC"]) {
+            Reply::Array(Some(r)) if r.len() == 3 => r,
+            other => panic!("EXEC answered {other:?}"),
+        }
+    };
+    for round in 0..40 {
+        let r = tx(&mut c, &["KEYS", "*"]);
+        let keys: Vec<Vec<u8>> = match &r[1] {
+            Reply::Array(Some(k)) => k.iter().map(bulk_bytes).collect(),
+            other => panic!("KEYS answered {other:?}"),
+        };
+        let keys: HashSet<Vec<u8>> = keys.into_iter().collect();
+        assert!(
+            keys.contains(b"a".as_slice()),
+            "round {round}: KEYS missed a"
+        );
+        for k in &keys {
+            if let Some(x) = k.strip_suffix(b":x") {
+                let y = [x, b":y"].concat();
+                assert!(keys.contains(&y), "round {round}: half a pair");
+            }
+            if let Some(y) = k.strip_suffix(b":y") {
+                let x = [y, b":x"].concat();
+                assert!(keys.contains(&x), "round {round}: half a pair");
+            }
+        }
+        assert_eq!(r[2], Reply::Integer(1));
+        // SCAN and RANDOMKEY too: the transaction's own key is there for them.
+        let r = tx(&mut c, &["SCAN", "0", "MATCH", "a", "COUNT", "100000000"]);
+        match &r[1] {
+            Reply::Array(Some(p)) => assert_eq!(p[1], Reply::Array(Some(vec![common::bulk("a")]))),
+            other => panic!("SCAN answered {other:?}"),
+        }
+        let r = tx(&mut c, &["RANDOMKEY"]);
+        assert!(matches!(&r[1], Reply::Bulk(Some(_))), "{:?}", r[1]);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    let pairs = writer.join().unwrap();
+    assert!(pairs > 0);
+    assert_eq!(
+        seen, 0,
+        "another client saw the transaction's key between its commands"
+    );
+    assert_eq!(c.cmd(&["EXISTS", "a"]), Reply::Integer(0));
     srv.stop();
 }

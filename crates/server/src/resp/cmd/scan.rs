@@ -1,45 +1,53 @@
 //! SCAN, KEYS, RANDOMKEY (issue 20 item 3) with Redis 7.0's replies and error texts, over the
-//! shards' key walks (`shard/scan.rs`). All three are barriers: the commands before them in
-//! the batch run first, then they walk the shards in steps.
+//! shards' key walks (`shard/scan.rs`, the one walk the native scan uses too). All three are
+//! barriers: the commands before them in the batch run first, then they walk the shards in
+//! steps. Inside MULTI they run in the transaction's atomic section instead (`resp/multi.rs`):
+//! every shard held, the same steps run one after another with no other command between.
 //!
 //! ```text
-//!  SCAN cursor ──> cursor = shard << 48 | main bucket of that shard's index
+//!  SCAN cursor ──> cursor = shard << 48 | main bucket << 16 (`ScanPosition`, the native one)
 //!                  steps on that shard, then the next shards, until COUNT live keys were
-//!                  visited, scan_step_buckets buckets were, or the reply reached
+//!                  visited, the keyspace ended (cursor 0) or the reply reached
 //!                  results_bytes_max ──> MATCH and TYPE filter them ──> [next cursor, keys]
 //!  KEYS pattern ─> every shard, step by step, matches encoded straight into the reply; more
 //!                  than results_bytes_max of them: an error that points to SCAN
 //!  RANDOMKEY ────> a shard and a bucket from a seeded sequence, the first live key from
 //!                  there on (wrapping round that shard's index, then the next shards)
+//!
+//!  each command is a `Walk`: a pure state machine (which step next, what to do with its
+//!  answer), driven by `drive` (a step at a time, the shard's other tasks run between) or by
+//!  `drive_held` (inside a transaction, every shard held)
 //! ```
 //!
 //! Guarantees, as Redis's: a full SCAN iteration (cursor 0 back to 0) returns every key that
 //! was present for the whole iteration at least once, whatever is added or removed meanwhile
 //! (the index never resizes, so a cursor stays valid; `shard/scan.rs` says why a bucket is
 //! seen whole), and a key that was not present all along may or may not be returned. COUNT
-//! is a hint, as in Redis. What directkv adds: a SCAN call visits at most `scan_step_buckets`
-//! main buckets, so a sparse index may answer an empty page with a cursor that is not 0 (as
-//! Redis may), and an empty shard costs one step. KEYS answers in bounded memory: the reply
-//! stops at `results_bytes_max` (64 MiB by default, 2-3 million short keys), past which it is
-//! an error rather than a reply that could take the server's memory. Patterns longer than
+//! is a hint, as in Redis. A SCAN call goes on step after step until it has visited COUNT keys
+//! or the keyspace ended, so a small keyspace is one call with cursor 0, as with Redis, even
+//! though directkv's index is sized for the arena, not for the keys (an empty shard is passed
+//! at once, a sparse one costs its index's walk, as KEYS does). A step visits at most
+//! `scan_step_buckets` main buckets, and outside a transaction the shard's other requests run
+//! between steps; inside MULTI every shard is held for the whole walk (as Redis's one thread
+//! is for KEYS), so a KEYS there stalls the server for a full index walk, some tens of
+//! milliseconds per GiB of arena. KEYS answers in bounded memory: the reply stops at
+//! `results_bytes_max` (64 MiB by default, 2-3 million short keys), past which it is an error
+//! rather than a reply that could take the server's memory. Patterns longer than
 //! `match_pattern_bytes_max` are refused (a match costs the pattern's length times the key's).
 //! RANDOMKEY is deterministic given the server's history (a counter, not an entropy source),
 //! and favours keys after long runs of empty buckets, as Redis's bucket sampling does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use directkv_proto::native::ScanPosition;
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::glob::glob_match;
 use super::{arity, parse_int, Name, Planned};
 use crate::resp::reply::Pending;
-use crate::shard::scan::{self, Step};
+use crate::shard::exclusive::Held;
+use crate::shard::scan::{self, next_shard, start_of, Step};
 use crate::shard::ShardCtx;
-
-/// Where a SCAN cursor keeps the shard: the bits above a shard's bucket cursor (an index has
-/// far fewer than 2^48 main buckets; shards are at most 2^16).
-const SHARD_SHIFT: u32 = 48;
-const BUCKET_MASK: u64 = (1 << SHARD_SHIFT) - 1;
 /// SCAN's COUNT when none is given (Redis's).
 const COUNT_DEFAULT: usize = 10;
 const ERR_INVALID_CURSOR: &str = "ERR invalid cursor";
@@ -60,17 +68,66 @@ pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Pla
 }
 
 /// Runs SCAN, KEYS or RANDOMKEY (`plan` answered `Planned::Barrier`, arity checked) and
-/// appends its reply to `out`.
+/// appends its reply to `out`: a step at a time, the shard's other tasks running between.
 pub(crate) async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>) {
-    let name = Name::lower(a[0]);
-    let r = match name.as_bytes() {
-        b"scan" => scan(ctx, v, a, out).await,
-        b"keys" => keys(ctx, v, a[1], out).await,
-        _ => randomkey(ctx, v, out).await,
+    let mut w = match Walk::start(ctx, a, out.len()) {
+        Ok(w) => w,
+        Err(e) => return RespWriter::new(out, v).error(&e),
     };
-    if let Err(e) = r {
-        RespWriter::new(out, v).error(&e);
+    let ran = drive(ctx, &mut w, v, out).await;
+    w.finish(ran, v, out);
+}
+
+/// [`barrier`] inside a transaction (`resp/multi.rs`), with every shard held: the steps run
+/// one after another with no other command between them.
+pub(crate) fn in_transaction(
+    ctx: &ShardCtx,
+    held: &mut Held<'_>,
+    v: Version,
+    a: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let mut w = match Walk::start(ctx, a, out.len()) {
+        Ok(w) => w,
+        Err(e) => return RespWriter::new(out, v).error(&e),
+    };
+    let ran = drive_held(held, &mut w, v, out);
+    w.finish(ran, v, out);
+}
+
+/// A shard did not answer a step (it stopped, or panicked).
+struct Unavailable;
+
+/// Runs `w`'s steps, yielding after each one on this shard so its other tasks run.
+async fn drive(
+    ctx: &ShardCtx,
+    w: &mut Walk<'_>,
+    v: Version,
+    out: &mut Vec<u8>,
+) -> Result<(), Unavailable> {
+    while let Some(step) = w.next() {
+        let here = usize::from(step.at.shard) == ctx.id;
+        let step = scan::run(ctx, step).await.ok_or(Unavailable)?;
+        w.take(step, v, out);
+        if here {
+            tokio::task::yield_now().await;
+        }
     }
+    Ok(())
+}
+
+/// Runs `w`'s steps on held shards, without an await.
+fn drive_held(
+    held: &mut Held<'_>,
+    w: &mut Walk<'_>,
+    v: Version,
+    out: &mut Vec<u8>,
+) -> Result<(), Unavailable> {
+    while let Some(step) = w.next() {
+        let step = held.scan(step).ok_or(Unavailable)?;
+        w.take(step, v, out);
+    }
+    Ok(())
 }
 
 /// Whether `name` (lower case) is one of this file's commands.
@@ -161,112 +218,286 @@ fn check_pattern(ctx: &ShardCtx, pattern: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
-async fn scan(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>) -> Result<(), String> {
-    let cursor = parse_cursor(a[1]).ok_or(ERR_INVALID_CURSOR)?;
-    let o = parse_options(ctx, &a[2..])?;
-    let shards = ctx.shards();
-    let mut shard = (cursor >> SHARD_SHIFT) as usize;
-    let mut bucket = cursor & BUCKET_MASK;
-    let mut budget = ctx.cfg.scan_step_buckets as u64;
-    let bytes_max = ctx.cfg.results_bytes_max;
-    let (mut visited, mut bytes) = (0usize, 0usize);
-    let mut found: Vec<u8> = Vec::new();
-    let mut n = 0usize;
-    // Out of budget at the start of a shard, a step of no bucket still passes over it when it
-    // is empty, so that a call over a small keyspace ends with cursor 0 as Redis's does.
-    while shard < shards && visited < o.count && bytes < bytes_max {
-        if budget == 0 && bucket != 0 {
-            break;
-        }
-        let want = Step::new(bucket, budget, o.count - visited, bytes_max - bytes);
-        let step = scan::run(ctx, shard, want).await.ok_or(ERR_UNAVAILABLE)?;
-        if budget == 0 && !step.ended {
-            break;
-        }
-        budget = budget.saturating_sub(step.visited);
-        for k in step.keys() {
-            visited += 1;
-            bytes += k.len();
-            if o.typed_out || o.pattern.is_some_and(|p| !glob_match(p, k, false)) {
-                continue;
-            }
-            found.push(k.len() as u8);
-            found.extend_from_slice(k);
-            n += 1;
-        }
-        if step.ended {
-            shard += 1;
-            bucket = 0;
-        } else {
-            bucket = step.cursor;
-        }
-    }
-    let next = if shard >= shards {
-        0
-    } else {
-        ((shard as u64) << SHARD_SHIFT) | bucket
-    };
-    let mut w = RespWriter::new(out, v);
-    w.array_len(2);
-    w.bulk(next.to_string().as_bytes());
-    w.array_len(n);
-    let mut at = 0;
-    while at < found.len() {
-        let len = usize::from(found[at]);
-        w.bulk(&found[at + 1..at + 1 + len]);
-        at += 1 + len;
-    }
-    Ok(())
+/// A walk command in progress: see the module comment.
+enum Walk<'a> {
+    Scan(ScanWalk<'a>),
+    Keys(KeysWalk<'a>),
+    Random(RandomWalk),
 }
 
-/// KEYS pattern: every matching key, encoded into `out` as it is found.
-async fn keys(ctx: &ShardCtx, v: Version, pattern: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    check_pattern(ctx, pattern)?;
-    let pattern = (pattern != b"*").then_some(pattern);
-    let bytes_max = ctx.cfg.results_bytes_max;
-    let start = out.len();
-    let mut n = 0usize;
-    for shard in 0..ctx.shards() {
-        let mut bucket = 0;
-        loop {
-            let budget = ctx.cfg.scan_step_buckets as u64;
-            let left = bytes_max.saturating_sub(out.len() - start);
-            let step =
-                match scan::run(ctx, shard, Step::new(bucket, budget, usize::MAX, left)).await {
-                    Some(step) => step,
-                    None => {
-                        out.truncate(start);
-                        return Err(ERR_UNAVAILABLE.into());
-                    }
-                };
-            let mut w = RespWriter::new(out, v);
-            for k in step.keys() {
-                if pattern.is_none_or(|p| glob_match(p, k, false)) {
-                    w.bulk(k);
-                    n += 1;
-                }
+impl<'a> Walk<'a> {
+    /// The walk of command `a` (arity checked), or its argument error. `start` is where its
+    /// reply begins in the output.
+    fn start(ctx: &ShardCtx, a: &[&'a [u8]], start: usize) -> Result<Walk<'a>, String> {
+        let shards = ctx.shards();
+        let name = Name::lower(a[0]);
+        Ok(match name.as_bytes() {
+            b"scan" => {
+                let cursor = parse_cursor(a[1]).ok_or(ERR_INVALID_CURSOR)?;
+                let o = parse_options(ctx, &a[2..])?;
+                let at = ScanPosition::of(cursor);
+                Walk::Scan(ScanWalk {
+                    shards,
+                    at: (usize::from(at.shard) < shards).then_some(at),
+                    o,
+                    visited: 0,
+                    bytes: 0,
+                    bytes_max: ctx.cfg.results_bytes_max,
+                    found: Vec::new(),
+                    n: 0,
+                })
             }
-            if out.len() - start > bytes_max {
-                out.truncate(start);
-                return Err(format!(
-                    "ERR KEYS reply larger than results_bytes_max ({bytes_max} bytes): \
-                     iterate with SCAN"
-                ));
+            b"keys" => {
+                check_pattern(ctx, a[1])?;
+                Walk::Keys(KeysWalk {
+                    shards,
+                    at: Some(start_of(0)),
+                    pattern: (a[1] != b"*").then_some(a[1]),
+                    bytes_max: ctx.cfg.results_bytes_max,
+                    start,
+                    n: 0,
+                    too_large: false,
+                })
             }
-            if step.ended {
-                break;
+            _ => {
+                let r = next_random();
+                // Every shard's index has the same number of buckets (the same engine
+                // configuration).
+                let buckets = ctx.index_buckets().max(1);
+                let from = (r >> 16) % buckets;
+                Walk::Random(RandomWalk {
+                    shards,
+                    first: r as usize,
+                    i: 0,
+                    buckets,
+                    from,
+                    wrapped: false,
+                    bucket: from,
+                    key: None,
+                })
             }
-            bucket = step.cursor;
-            // Let the shard's other tasks run between steps.
-            tokio::task::yield_now().await;
+        })
+    }
+
+    /// The next step to run, `None` once the reply is ready.
+    fn next(&self) -> Option<Step> {
+        match self {
+            Walk::Scan(w) => w.next(),
+            Walk::Keys(w) => w.next(),
+            Walk::Random(w) => w.next(),
         }
     }
-    // The array's header goes before the keys, now that their number is known.
-    let mut header = Vec::new();
-    RespWriter::new(&mut header, v).array_len(n);
-    out.splice(start..start, header);
-    Ok(())
+
+    /// Takes a step's answer (KEYS encodes its matches into `out` at once).
+    fn take(&mut self, step: Step, v: Version, out: &mut Vec<u8>) {
+        match self {
+            Walk::Scan(w) => w.take(&step),
+            Walk::Keys(w) => w.take(&step, v, out),
+            Walk::Random(w) => w.take(&step),
+        }
+    }
+
+    /// Writes the reply, or the error of a walk that could not end.
+    fn finish(self, ran: Result<(), Unavailable>, v: Version, out: &mut Vec<u8>) {
+        let start = match &self {
+            Walk::Keys(w) => w.start,
+            _ => out.len(),
+        };
+        if ran.is_err() {
+            out.truncate(start);
+            return RespWriter::new(out, v).error(ERR_UNAVAILABLE);
+        }
+        match self {
+            Walk::Scan(w) => w.finish(v, out),
+            Walk::Keys(w) => w.finish(v, out),
+            Walk::Random(w) => w.finish(v, out),
+        }
+    }
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
+struct ScanWalk<'a> {
+    shards: usize,
+    /// Where the next step starts; `None` once the keyspace ended (cursor 0).
+    at: Option<ScanPosition>,
+    o: Options<'a>,
+    /// Keys visited (COUNT counts them before MATCH and TYPE, as Redis does) and their bytes.
+    visited: usize,
+    bytes: usize,
+    bytes_max: usize,
+    /// The keys that passed the filters, each a length byte and its bytes.
+    found: Vec<u8>,
+    n: usize,
+}
+
+impl ScanWalk<'_> {
+    fn next(&self) -> Option<Step> {
+        let at = self.at?;
+        if self.visited >= self.o.count || self.bytes >= self.bytes_max {
+            return None;
+        }
+        let (keys_max, bytes_max) = (self.o.count - self.visited, self.bytes_max - self.bytes);
+        Some(Step::new(at, u64::MAX, keys_max, bytes_max))
+    }
+
+    fn take(&mut self, step: &Step) {
+        for k in step.keys() {
+            self.visited += 1;
+            self.bytes += k.len();
+            if self.o.typed_out || self.o.pattern.is_some_and(|p| !glob_match(p, k, false)) {
+                continue;
+            }
+            self.found.push(k.len() as u8);
+            self.found.extend_from_slice(k);
+            self.n += 1;
+        }
+        self.at = if step.ended {
+            next_shard(step.at.shard, self.shards)
+        } else {
+            Some(step.at)
+        };
+    }
+
+    fn finish(self, v: Version, out: &mut Vec<u8>) {
+        let next = self.at.map_or(0, ScanPosition::cursor);
+        let mut w = RespWriter::new(out, v);
+        w.array_len(2);
+        w.bulk(next.to_string().as_bytes());
+        w.array_len(self.n);
+        let mut at = 0;
+        while at < self.found.len() {
+            let len = usize::from(self.found[at]);
+            w.bulk(&self.found[at + 1..at + 1 + len]);
+            at += 1 + len;
+        }
+    }
+}
+
+/// KEYS pattern: every matching key, encoded into the reply as it is found.
+struct KeysWalk<'a> {
+    shards: usize,
+    at: Option<ScanPosition>,
+    /// None: every key (`*`).
+    pattern: Option<&'a [u8]>,
+    bytes_max: usize,
+    /// Where the reply begins in the output (its array header goes there at the end).
+    start: usize,
+    n: usize,
+    /// The reply passed `bytes_max`: what was written is dropped and the walk stops.
+    too_large: bool,
+}
+
+impl KeysWalk<'_> {
+    fn next(&self) -> Option<Step> {
+        if self.too_large {
+            return None;
+        }
+        Some(Step::new(self.at?, u64::MAX, usize::MAX, self.bytes_max))
+    }
+
+    fn take(&mut self, step: &Step, v: Version, out: &mut Vec<u8>) {
+        let mut w = RespWriter::new(out, v);
+        for k in step.keys() {
+            if self.pattern.is_none_or(|p| glob_match(p, k, false)) {
+                w.bulk(k);
+                self.n += 1;
+            }
+        }
+        if out.len() - self.start > self.bytes_max {
+            out.truncate(self.start);
+            self.too_large = true;
+        }
+        self.at = if step.ended {
+            next_shard(step.at.shard, self.shards)
+        } else {
+            Some(step.at)
+        };
+    }
+
+    fn finish(self, v: Version, out: &mut Vec<u8>) {
+        if self.too_large {
+            return RespWriter::new(out, v).error(&format!(
+                "ERR KEYS reply larger than results_bytes_max ({} bytes): iterate with SCAN",
+                self.bytes_max
+            ));
+        }
+        // The array's header goes before the keys, now that their number is known.
+        let mut header = Vec::new();
+        RespWriter::new(&mut header, v).array_len(self.n);
+        out.splice(self.start..self.start, header);
+    }
+}
+
+/// RANDOMKEY: from bucket `from` of one shard to the end of its index, then from its start
+/// back to `from`, then the same on the next shards, until a live key is found.
+struct RandomWalk {
+    shards: usize,
+    /// The first shard (modulo the shard count) and how many were passed.
+    first: usize,
+    i: usize,
+    buckets: u64,
+    from: u64,
+    /// The walk of this shard went past the end of its index and goes on from bucket 0.
+    wrapped: bool,
+    bucket: u64,
+    key: Option<Vec<u8>>,
+}
+
+impl RandomWalk {
+    /// Where this part of the shard's walk stops.
+    fn end(&self) -> u64 {
+        if self.wrapped {
+            self.from
+        } else {
+            self.buckets
+        }
+    }
+
+    fn next(&self) -> Option<Step> {
+        if self.key.is_some() || self.i >= self.shards {
+            return None;
+        }
+        let at = ScanPosition {
+            shard: (self.first.wrapping_add(self.i) % self.shards) as u16,
+            bucket: self.bucket,
+            skip: 0,
+        };
+        Some(Step::new(at, self.end() - self.bucket, 1, usize::MAX))
+    }
+
+    fn take(&mut self, step: &Step) {
+        if let Some(k) = step.keys().next() {
+            self.key = Some(k.to_vec());
+            return;
+        }
+        if !step.ended {
+            self.bucket = step.at.bucket;
+        }
+        if step.ended && step.visited == 0 {
+            // A shard without keys.
+            self.next_shard();
+        } else if step.ended || self.bucket >= self.end() {
+            if self.wrapped || self.from == 0 {
+                self.next_shard();
+            } else {
+                self.wrapped = true;
+                self.bucket = 0;
+            }
+        }
+    }
+
+    fn next_shard(&mut self) {
+        self.i += 1;
+        self.wrapped = false;
+        self.bucket = self.from;
+    }
+
+    fn finish(self, v: Version, out: &mut Vec<u8>) {
+        match self.key {
+            Some(k) => RespWriter::new(out, v).bulk(&k),
+            None => RespWriter::new(out, v).null(),
+        }
+    }
 }
 
 /// splitmix64 of a counter: RANDOMKEY's (shard, bucket) sequence.
@@ -277,40 +508,6 @@ fn next_random() -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// RANDOMKEY: a live key, or null when there is none.
-async fn randomkey(ctx: &ShardCtx, v: Version, out: &mut Vec<u8>) -> Result<(), String> {
-    let r = next_random();
-    let shards = ctx.shards();
-    // Every shard's index has the same number of buckets (the same engine configuration).
-    let buckets = ctx.index_buckets().max(1);
-    let from = (r >> 16) % buckets;
-    let budget = ctx.cfg.scan_step_buckets as u64;
-    'shards: for i in 0..shards {
-        let shard = (r as usize).wrapping_add(i) % shards;
-        // From `from` to the end of the index, then from its start back to `from`.
-        for (mut bucket, end) in [(from, buckets), (0, from)] {
-            while bucket < end {
-                let step = Step::new(bucket, budget.min(end - bucket), 1, usize::MAX);
-                let step = scan::run(ctx, shard, step).await.ok_or(ERR_UNAVAILABLE)?;
-                if let Some(k) = step.keys().next() {
-                    RespWriter::new(out, v).bulk(k);
-                    return Ok(());
-                }
-                if step.ended && step.visited == 0 {
-                    // A shard without keys.
-                    continue 'shards;
-                }
-                if step.ended {
-                    break;
-                }
-                bucket = step.cursor;
-            }
-        }
-    }
-    RespWriter::new(out, v).null();
-    Ok(())
 }
 
 #[cfg(test)]
