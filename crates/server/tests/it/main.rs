@@ -48,3 +48,5 @@ mod resp_scan;
 mod resp_server;
 mod resp_strings;
 mod udp;
+mod memcache_differential;
+mod memcache_gen;
