@@ -110,6 +110,12 @@ pub(crate) fn apply(
             crate::expiry::apply_expiry(op, cur, dl, now, out)
         }
         OpKind::SetRange | OpKind::SetBit => apply_range(op, cur, scratch, out),
+        OpKind::McGet | OpKind::McStore | OpKind::McDelete | OpKind::McArith | OpKind::McTouch => (
+            Status::Error(crate::OpError::UserFunction(
+                "memcache operations are not implemented yet",
+            )),
+            Effect::Keep,
+        ),
         _ => apply_vector(reg, op, cur, scratch, out),
     }
 }

@@ -109,7 +109,12 @@ pub(crate) fn write_blocks(
         | OpKind::UpdateS2V
         | OpKind::UpdateV2V
         | OpKind::SetRange
-        | OpKind::SetBit => (limits.value_len_max, true),
+        | OpKind::SetBit
+        | OpKind::McGet
+        | OpKind::McStore
+        | OpKind::McDelete
+        | OpKind::McArith
+        | OpKind::McTouch => (limits.value_len_max, true),
     };
     table.write_blocks_max(op.key.len(), vlen, deadline, need)
 }

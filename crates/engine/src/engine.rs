@@ -70,6 +70,8 @@ pub struct Engine {
     /// Keys the last `execute` or `expire_step` removed for their deadline, length-prefixed
     /// (`reclaimed_keys`).
     reclaimed: Vec<u8>,
+    /// The CAS unique the next memcache write takes (`op::mc`): starts at 1, never 0.
+    cas_next: u64,
 }
 
 impl Engine {
@@ -196,6 +198,7 @@ impl Engine {
                 slab_bytes as u64,
             ),
             reclaimed: Vec::new(),
+            cas_next: 1,
         })
     }
 
@@ -325,6 +328,17 @@ impl Engine {
 
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// The CAS unique the next memcache write will take (engine state: the same operations
+    /// from the same `cas_next` give the same CAS values).
+    pub fn cas_next(&self) -> u64 {
+        self.cas_next
+    }
+
+    /// Sets the CAS counter (persistence restores it); 0 is taken as 1 (0 means "no CAS").
+    pub fn set_cas_next(&mut self, next: u64) {
+        self.cas_next = next.max(1);
     }
 
     /// Visits the live key-values (deadline not passed at `now`) of up to `count` main buckets

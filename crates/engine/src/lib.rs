@@ -63,7 +63,7 @@ pub use hash::key_hash;
 pub use index::record::NO_DEADLINE;
 pub use index::TableCounts;
 pub use op::{
-    cond, expire_args, parse_expire_args, Op, OpKind, OpResult, Results, Status, KEEP_DEADLINE,
+    cond, expire_args, mc, parse_expire_args, Op, OpKind, OpResult, Results, Status, KEEP_DEADLINE,
     OP_KIND_COUNT,
 };
 pub use ops::{ElemType, FunctionKind, FunctionRegistry, UserFunction};

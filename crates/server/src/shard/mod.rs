@@ -47,6 +47,8 @@ pub(crate) struct Incoming {
     pub(crate) stream: std::net::TcpStream,
     /// The connection already authenticated (HELLO with the right password) on its old shard.
     pub(crate) authenticated: bool,
+    /// Which protocol: memcached's port serves it alone; the main port sniffs.
+    pub(crate) protocol: crate::accept::Protocol,
 }
 
 /// Work sent to a shard by another shard, or by a thread outside the shards.
