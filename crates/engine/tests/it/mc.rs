@@ -238,7 +238,9 @@ fn delete_touch_and_gat_keep_or_check_the_cas() {
 #[test]
 fn incr_and_decr_follow_memcached() {
     let mut e = engine();
-    let cases: &[(&[u8], bool, u64, Option<u64>, &[u8])] = &[
+    // (value, incr, delta, the number replied or None for not a number, the value after)
+    type Case = (&'static [u8], bool, u64, Option<u64>, &'static [u8]);
+    let cases: &[Case] = &[
         (b"10", false, 1, Some(9), b"9 "),
         (b"10", true, u64::MAX, Some(9), b"9 "),
         (
@@ -865,9 +867,9 @@ proptest! {
 #[test]
 fn meta_cost_in_bytes_per_key() {
     let keys = 1_000_000u64;
-    let used_per_key = |meta: bool| {
+    let used_per_key = |ratio: f64, meta: bool| {
         let mut cfg = EngineConfig::with_memory(256 << 20);
-        cfg.hash_index_ratio = Some(0.25);
+        cfg.hash_index_ratio = Some(ratio);
         cfg.inline_threshold = Some(51);
         cfg.value_len_max = VALUE_LEN_MAX;
         let mut e = Engine::new(cfg).unwrap();
@@ -896,12 +898,14 @@ fn meta_cost_in_bytes_per_key() {
         let used = r.arena_bytes as u64 - r.slab_free_bytes;
         used as f64 / keys as f64
     };
-    let (plain, meta) = (used_per_key(false), used_per_key(true));
-    println!(
-        "arena bytes per key, 8 + 8-byte keys, 1 M keys, index ratio 0.25, inline threshold 51: \
-         {plain:.1} without meta, {meta:.1} with flags and CAS: {:.1} more",
-        meta - plain
-    );
-    // A 32-byte block and an 8-byte pointer slot replace 16 inline bytes: about 24 more.
-    assert!(meta - plain <= 40.0, "{plain} {meta}");
+    for ratio in [0.25, 0.125] {
+        let (plain, meta) = (used_per_key(ratio, false), used_per_key(ratio, true));
+        println!(
+            "arena bytes per key, 8 + 8-byte keys, 1 M keys, index ratio {ratio}, inline \
+             threshold 51: {plain:.1} without meta, {meta:.1} with flags and CAS: {:.1} more",
+            meta - plain
+        );
+        // A 32-byte block (and a pointer slot) instead of 16 inline bytes.
+        assert!(meta - plain <= 40.0, "{plain} {meta}");
+    }
 }
