@@ -177,12 +177,30 @@ impl Cmd {
         let mut s = String::new();
         for p in &self.parts {
             match p {
-                Part::Lit(b) => s.push_str(&directkv_testkit::raw::show(b, 120)),
+                Part::Lit(b) => s.push_str(&directkv_testkit::raw::show(&shorten(b), 160)),
                 Part::Cas(k, pick) => s.push_str(&format!("<{pick:?} cas of key {k}>")),
             }
         }
         s
     }
+}
+
+/// `b` with each run of 250 `L`s (the long key) written `L*250`, for messages.
+fn shorten(b: &[u8]) -> Vec<u8> {
+    let long = vec![b'L'; 250];
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(&long) {
+            let run = b[i..].iter().take_while(|&&c| c == b'L').count();
+            out.extend_from_slice(format!("L*{run}").as_bytes());
+            i += run;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// A CAS neither server hands out in a test (they count from 1).
