@@ -633,7 +633,7 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
                     _ => MetaStatus::NotFound,
                 };
                 write_meta_status(out, s);
-                return_flags(out, key, flags, None, now);
+                return_flags_ms(out, key, flags, None, now, true);
                 write_meta_end(out, None);
             }
         },
@@ -683,7 +683,7 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
 
 /// The return flags of a meta reply, in the order asked: `item` is the item's meta and its
 /// value length when the reply is about an item (hit), None on a miss or a refusal (then only
-/// `k`, `b` and `O` are echoed, as memcached does).
+/// `k`, `b` and `O` are echoed, as memcached does, and `c0` for a refused `ms`).
 fn return_flags(
     out: &mut Vec<u8>,
     key: MetaKey<'_>,
@@ -691,8 +691,20 @@ fn return_flags(
     item: Option<(&ItemMeta, usize)>,
     now: u64,
 ) {
+    return_flags_ms(out, key, flags, item, now, false)
+}
+
+fn return_flags_ms(
+    out: &mut Vec<u8>,
+    key: MetaKey<'_>,
+    flags: MetaFlags<'_>,
+    item: Option<(&ItemMeta, usize)>,
+    now: u64,
+    refused_ms: bool,
+) {
     for (letter, token) in flags.iter() {
         match (letter, item) {
+            (b'c', None) if refused_ms => write_meta_flag_number(out, b'c', 0),
             (b'k', _) => {
                 write_meta_flag(out, b'k', key.raw());
                 if key.is_base64() {

@@ -48,3 +48,8 @@ mod resp_scan;
 mod resp_server;
 mod resp_strings;
 mod udp;
+mod memcache_client;
+mod memcache_text;
+mod memcache_meta;
+mod memcache_auth;
+mod memcache_hostile;
