@@ -222,6 +222,7 @@ impl Engine {
             stall: self.mode == ExecMode::Stall,
             now: self.now,
             reclaimed: &mut self.reclaimed,
+            cas_next: &mut self.cas_next,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -479,6 +480,28 @@ impl Engine {
         (self.table.arena().base(), self.table.arena().len())
     }
 
+    /// [`Engine::scan`] with each key's memcache view: `visit(key, value, meta)`, whose
+    /// `deadline` is the key's and whose `flags` and `cas` are 0 for a key without item meta
+    /// (written by the RESP or native operations).
+    pub fn scan_items(
+        &self,
+        cursor: u64,
+        count: u64,
+        mut visit: impl FnMut(&[u8], &[u8], crate::op::mc::ItemMeta),
+    ) -> u64 {
+        let now = self.now;
+        self.table.scan_items(cursor, count, |k, v, d, m| {
+            if !crate::expiry::expired(d, now) {
+                let meta = crate::op::mc::ItemMeta {
+                    flags: m.flags,
+                    cas: m.cas,
+                    deadline: d,
+                };
+                visit(k, v, meta)
+            }
+        })
+    }
+
     /// Calls `f(key, value)` for every stored key-value, expired ones included.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
         self.table.for_each(|k, v, _| f(k, v))
@@ -494,7 +517,20 @@ impl Engine {
     /// Arena bytes a key-value of these lengths, with a deadline or not, takes in this engine
     /// (`Table::footprint_bytes`).
     pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
-        self.table.footprint_bytes(klen, vlen, deadline)
+        self.table.footprint_bytes(klen, vlen, deadline, false)
+    }
+
+    #[doc(hidden)]
+    /// [`Engine::footprint_bytes`] of an item with memcached's flags and CAS (`meta`) or not:
+    /// such an item is always a record, with 12 more header bytes.
+    pub fn item_footprint_bytes(
+        &self,
+        klen: usize,
+        vlen: usize,
+        deadline: bool,
+        meta: bool,
+    ) -> usize {
+        self.table.footprint_bytes(klen, vlen, deadline, meta)
     }
 
     pub fn check_invariants(&self) {

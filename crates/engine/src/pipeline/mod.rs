@@ -149,6 +149,8 @@ pub(crate) struct Pipeline<'e> {
     /// Keys removed for their deadline by this batch, length-prefixed
     /// (`Engine::reclaimed_keys`).
     pub(crate) reclaimed: &'e mut Vec<u8>,
+    /// The engine's CAS counter (`Engine::cas_next`), which memcache writes advance.
+    pub(crate) cas_next: &'e mut u64,
 }
 
 impl Pipeline<'_> {
