@@ -36,6 +36,9 @@ use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES}
 use crate::clients::{ClientHandle, CMD_BYTES_MAX};
 use crate::shard::ShardCtx;
 
+/// Requests in a connection's first batch (see `conn_output_bytes_max`).
+const FIRST_BATCH_REQUESTS: usize = 8;
+
 /// The user of memcached's ASCII login (Redis's default user).
 const USER: &[u8] = b"default";
 
@@ -59,7 +62,6 @@ pub(crate) async fn serve(
     mut input: Vec<u8>,
     client: &ClientHandle,
 ) {
-    let _open = ctx.stats.memcache.connection();
     let limits = ctx.cfg.memcache_limits();
     let mut password_seen = 0;
     let mut requirepass = ctx
@@ -77,6 +79,11 @@ pub(crate) async fn serve(
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut batch = Batch::new(ctx.shards());
     let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
+    // As RESP: the first batch is small until reply sizes are known, and later ones are sized
+    // so that their replies stay near conn_output_bytes_max (the largest reply per request
+    // seen lately, halved each batch).
+    let mut batch_max = FIRST_BATCH_REQUESTS.min(ctx.cfg.commands_per_batch_max);
+    let mut reply_bytes_hint = 1usize;
     loop {
         if let Some(changed) = ctx.stats.live.requirepass_if_changed(&mut password_seen) {
             requirepass = changed;
@@ -86,6 +93,7 @@ pub(crate) async fn serve(
         skip_swallowed(&mut input, &mut session);
         let mut used = 0;
         loop {
+            let before = out.len();
             let parsed = parse_batch(
                 ctx,
                 &input[used..],
@@ -94,9 +102,15 @@ pub(crate) async fn serve(
                 &mut session,
                 requirepass.as_deref(),
                 &mut out,
+                batch_max,
             )
             .await;
             used += parsed.consumed;
+            if let Some(per) = (out.len() - before).checked_div(parsed.requests) {
+                reply_bytes_hint = per.max(1).max(reply_bytes_hint / 2);
+                batch_max = (ctx.cfg.conn_output_bytes_max / reply_bytes_hint)
+                    .clamp(1, ctx.cfg.commands_per_batch_max);
+            }
             ctx.stats.memcache.add_tally(&mut batch.tally);
             let held = input.capacity() + out.capacity() + batch.capacity_bytes();
             client.account(held);
@@ -207,7 +221,7 @@ fn name(r: &Request<'_>) -> &'static [u8] {
     }
 }
 
-/// Parses and plans up to `commands_per_batch_max` requests of `buf`, runs them, appends the
+/// Parses and plans up to `batch_max` requests of `buf`, runs them, appends the
 /// replies.
 async fn parse_batch(
     ctx: &ShardCtx,
@@ -217,8 +231,8 @@ async fn parse_batch(
     session: &mut Session,
     requirepass: Option<&str>,
     out: &mut Vec<u8>,
+    batch_max: usize,
 ) -> Parsed {
-    let batch_max = ctx.cfg.commands_per_batch_max;
     let mut used = 0;
     let mut count = 0;
     let mut planner = batch.planner();

@@ -25,8 +25,8 @@ use directkv_engine::{Op, OpError, Status, NO_DEADLINE};
 use directkv_proto::memcache::{
     write_client_error, write_error, write_meta_end, write_meta_flag, write_meta_flag_number,
     write_meta_status, write_meta_value_header, write_number, write_server_error, write_status,
-    write_value, Keys, MemcacheError, MetaFlags, MetaKey, MetaStatus, Request,
-    Status as Word, StoreMode, KEY_BYTES_MAX,
+    write_value, Keys, MemcacheError, MetaFlags, MetaKey, MetaStatus, Request, Status as Word,
+    StoreMode, KEY_BYTES_MAX,
 };
 
 use super::stats::{Tally, C};
@@ -512,7 +512,8 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             for (i, key) in keys.iter().enumerate() {
                 match plan.result(first + i) {
                     (Status::Ok, data) => {
-                        let (value, meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+                        let (value, meta) =
+                            mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
                         tally.add(hit, 1);
                         if touch {
                             tally.add(C::GetHits, 1);

@@ -159,10 +159,15 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
     write_stat(out, "version", PROTOCOL_VERSION);
     write_stat(out, "directkv_version", env!("CARGO_PKG_VERSION"));
     write_stat(out, "pointer_size", &(usize::BITS).to_string());
-    n(out, "max_connections", ctx.stats.live.connections_max() as u64);
+    n(
+        out,
+        "max_connections",
+        ctx.stats.live.connections_max() as u64,
+    );
     n(out, "curr_connections", m.get(C::CurrConnections));
     n(out, "total_connections", m.get(C::TotalConnections));
-    n(out, 
+    n(
+        out,
         "rejected_connections",
         ctx.stats.rejected_connections.load(Ordering::Relaxed),
     );
@@ -225,12 +230,24 @@ fn settings(ctx: &ShardCtx, out: &mut Vec<u8>) {
     n(out, "item_size_max", cfg.value_len_max as u64);
     n(out, "maxconns_fast", 1);
     write_stat(out, "binding_protocol", "ascii");
-    n(out, "auth_enabled_ascii", u64::from(ctx.stats.live.requirepass().is_some()));
+    n(
+        out,
+        "auth_enabled_ascii",
+        u64::from(ctx.stats.live.requirepass().is_some()),
+    );
     n(out, "auth_enabled_sasl", 0);
     n(out, "idle_timeout", ctx.stats.live.timeout_secs());
-    n(out, "key_len_max", directkv_proto::memcache::KEY_BYTES_MAX as u64);
+    n(
+        out,
+        "key_len_max",
+        directkv_proto::memcache::KEY_BYTES_MAX as u64,
+    );
     n(out, "line_bytes_max", cfg.memcache_line_bytes_max as u64);
-    n(out, "get_line_bytes_max", cfg.memcache_get_line_bytes_max as u64);
+    n(
+        out,
+        "get_line_bytes_max",
+        cfg.memcache_get_line_bytes_max as u64,
+    );
     n(out, "get_keys_max", cfg.memcache_get_keys_max as u64);
     write_status(out, Status::End);
 }

@@ -42,7 +42,11 @@ impl Mc {
             self.fill();
         }
         let data = self.buf[..n].to_vec();
-        assert_eq!(&self.buf[n..n + 2], b"\r\n", "a data block ends with \\r\\n");
+        assert_eq!(
+            &self.buf[n..n + 2],
+            b"\r\n",
+            "a data block ends with \\r\\n"
+        );
         self.buf.drain(..n + 2);
         data
     }
@@ -81,7 +85,8 @@ impl Mc {
             match self.s.read(&mut chunk) {
                 Ok(0) => return true,
                 Ok(_) => continue,
-                Err(_) => return false,
+                // Closed with our bytes unread: the kernel answers with a reset.
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
             }
         }
     }

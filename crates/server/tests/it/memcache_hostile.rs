@@ -15,7 +15,10 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// Another client still gets answers.
 fn still_serves(srv: &Server) {
     let mut c = Mc::connect(srv);
-    c.expect("set ok 0 0 2\r\nok\r\nget ok\r\n", &["STORED", "VALUE ok 0 2", "ok", "END"]);
+    c.expect(
+        "set ok 0 0 2\r\nok\r\nget ok\r\n",
+        &["STORED", "VALUE ok 0 2", "ok", "END"],
+    );
 }
 
 /// Polls INFO until `cond` holds for field `name`; returns its last value.
@@ -46,10 +49,19 @@ fn an_oversized_value_is_refused_and_its_data_swallowed_unbuffered() {
     writer.join().unwrap();
     let mut r = Client::connect(&srv);
     let peak = info_field(&mut r, "client_buffer_bytes_peak");
-    assert!(peak < 4 * MIB as u64, "an 8 MiB refused value was buffered: {peak}");
+    assert!(
+        peak < 4 * MIB as u64,
+        "an 8 MiB refused value was buffered: {peak}"
+    );
     // A length that does not fit any integer is a bad command line.
-    c.expect("set k 0 0 99999999999999999999\r\n", &["CLIENT_ERROR bad command line format"]);
-    c.expect("set k 0 0 -1\r\n", &["CLIENT_ERROR bad command line format"]);
+    c.expect(
+        "set k 0 0 99999999999999999999\r\n",
+        &["CLIENT_ERROR bad command line format"],
+    );
+    c.expect(
+        "set k 0 0 -1\r\n",
+        &["CLIENT_ERROR bad command line format"],
+    );
     still_serves(&srv);
     srv.stop();
 }
@@ -80,7 +92,8 @@ fn garbage_gets_error_lines_and_the_server_stays_usable() {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     for round in 0..20 {
         let mut s = TcpStream::connect(srv.memcache_addr().unwrap()).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let mut bytes = Vec::new();
         for _ in 0..4096 {
             state ^= state << 13;
@@ -88,7 +101,13 @@ fn garbage_gets_error_lines_and_the_server_stays_usable() {
             state ^= state << 17;
             // Some rounds are mostly printable with line ends, some raw.
             let b = (state >> 24) as u8;
-            bytes.push(if round % 2 == 0 && b % 16 == 0 { b'\n' } else if round % 2 == 0 { b' ' + b % 90 } else { b });
+            bytes.push(if round % 2 == 0 && b % 16 == 0 {
+                b'\n'
+            } else if round % 2 == 0 {
+                b' ' + b % 90
+            } else {
+                b
+            });
         }
         let _ = s.write_all(&bytes);
         drop(s);
@@ -112,14 +131,20 @@ fn a_client_that_never_reads_is_disconnected_with_bounded_replies() {
     assert_eq!(c.line(), "STORED");
     let mut probe = Client::connect(&srv);
     let mut s = TcpStream::connect(srv.memcache_addr().unwrap()).unwrap();
-    assert_eq!(wait_for(&mut probe, "memcache_curr_connections", |n| n == 2), 2);
+    assert_eq!(
+        wait_for(&mut probe, "memcache_curr_connections", |n| n == 2),
+        2
+    );
     // 2000 gets of 512 KiB: 1000 MiB of replies asked for by 16 KB, never read.
     let gets = b"get big\r\n".repeat(2000);
     let _ = s.write_all(&gets);
     let left = wait_for(&mut probe, "memcache_curr_connections", |n| n == 1);
     assert_eq!(left, 1, "the non-reading client was disconnected");
     let peak = info_field(&mut probe, "client_buffer_bytes_peak");
-    assert!(peak <= 80 * MIB as u64, "one non-reading client made the server hold {peak} bytes");
+    assert!(
+        peak <= 80 * MIB as u64,
+        "one non-reading client made the server hold {peak} bytes"
+    );
     still_serves(&srv);
     srv.stop();
 }
@@ -143,7 +168,10 @@ fn ten_thousand_keys_in_one_get_and_too_many_keys() {
     assert_eq!(c.line(), "END");
     // Over memcache_get_keys_max (65536): refused whole, and the connection stays.
     let many = "k ".repeat(70_000);
-    c.expect(&format!("get {many}\r\n"), &["CLIENT_ERROR too many keys in one get"]);
+    c.expect(
+        &format!("get {many}\r\n"),
+        &["CLIENT_ERROR too many keys in one get"],
+    );
     still_serves(&srv);
     srv.stop();
 }

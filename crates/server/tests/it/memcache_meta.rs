@@ -70,10 +70,19 @@ fn ms_modes_cas_and_quiet_mode() {
     let cas = cas_of(&mut c, "m1");
     c.expect(&format!("ms m1 2 C{cas} c\r\nxx\r\n"), &[]);
     let line = c.line();
-    assert!(line.starts_with("HD c") && line != format!("HD c{cas}"), "{line}");
-    c.expect("ms m2 1 MS q\r\nx\r\nms m2 1 ME q\r\ny\r\nmn\r\n", &["NS", "MN"]);
+    assert!(
+        line.starts_with("HD c") && line != format!("HD c{cas}"),
+        "{line}"
+    );
+    c.expect(
+        "ms m2 1 MS q\r\nx\r\nms m2 1 ME q\r\ny\r\nmn\r\n",
+        &["NS", "MN"],
+    );
     c.expect("ms nope 1 C5\r\nx\r\n", &["NF"]);
-    c.expect("ms mx 2 MX\r\nhi\r\n", &["CLIENT_ERROR invalid mode for ms M token"]);
+    c.expect(
+        "ms mx 2 MX\r\nhi\r\n",
+        &["CLIENT_ERROR invalid mode for ms M token"],
+    );
     c.sync();
     // E: the CAS to give the item.
     c.expect("ms e1 1 E777 c\r\nx\r\n", &["HD c777"]);
@@ -96,7 +105,10 @@ fn md_and_ma() {
     c.expect("ma c1 MD D3 v k\r\n", &["VA 1 kc1", "7"]);
     c.expect("ma c1 q\r\nma c1 v\r\n", &["VA 1", "9"]);
     c.expect("ma c1\r\n", &["HD"]);
-    c.expect("ms c1 1 q\r\nz\r\nma c1\r\n", &["CLIENT_ERROR cannot increment or decrement non-numeric value"]);
+    c.expect(
+        "ms c1 1 q\r\nz\r\nma c1\r\n",
+        &["CLIENT_ERROR cannot increment or decrement non-numeric value"],
+    );
     c.expect("ma c2 N0 J5 t v\r\n", &["VA 1 t-1", "5"]);
     srv.stop();
 }

@@ -24,7 +24,10 @@ fn storage_commands_and_their_replies() {
     c.expect("append a 9 0 3\r\n!!!\r\n", &["STORED"]);
     c.expect("prepend a 9 0 2\r\n<<\r\n", &["STORED"]);
     // Append and prepend keep the item's flags.
-    c.expect("get a b\r\n", &["VALUE a 5 7", "<<hi!!!", "VALUE b 8 2", "yy", "END"]);
+    c.expect(
+        "get a b\r\n",
+        &["VALUE a 5 7", "<<hi!!!", "VALUE b 8 2", "yy", "END"],
+    );
     c.expect("append nope 0 0 1\r\nx\r\n", &["NOT_STORED"]);
     c.expect("prepend nope 0 0 1\r\nx\r\n", &["NOT_STORED"]);
     c.expect("get nope\r\n", &["END"]);
@@ -32,7 +35,10 @@ fn storage_commands_and_their_replies() {
     c.expect("delete a\r\n", &["NOT_FOUND"]);
     c.expect("delete b 0\r\n", &["DELETED"]);
     c.expect("touch nope 10\r\n", &["NOT_FOUND"]);
-    c.expect("set t 1 0 1\r\nx\r\ntouch t 100\r\n", &["STORED", "TOUCHED"]);
+    c.expect(
+        "set t 1 0 1\r\nx\r\ntouch t 100\r\n",
+        &["STORED", "TOUCHED"],
+    );
     c.expect("version\r\n", &["VERSION 1.6.18"]);
     c.expect("verbosity 1\r\n", &["OK"]);
     c.expect("verbosity 1 noreply\r\nmn\r\n", &["MN"]);
@@ -64,8 +70,14 @@ fn incr_and_decr_follow_memcacheds_rules() {
         "incr s 1\r\n",
         &["CLIENT_ERROR cannot increment or decrement non-numeric value"],
     );
-    c.expect("incr n x\r\n", &["CLIENT_ERROR invalid numeric delta argument"]);
-    c.expect("incr n 1 noreply\r\nget n\r\n", &["VALUE n 3 2", "1 ", "END"]);
+    c.expect(
+        "incr n x\r\n",
+        &["CLIENT_ERROR invalid numeric delta argument"],
+    );
+    c.expect(
+        "incr n 1 noreply\r\nget n\r\n",
+        &["VALUE n 3 2", "10", "END"],
+    );
     srv.stop();
 }
 
@@ -122,12 +134,21 @@ fn gets_unique(c: &mut Mc, key: &str) -> u64 {
 fn gets_gat_and_gats_return_memcacheds_lines() {
     let srv = common::start(2);
     let mut c = Mc::connect(&srv);
-    c.expect("set a 1 0 1\r\nx\r\nset b 2 0 1\r\ny\r\n", &["STORED", "STORED"]);
+    c.expect(
+        "set a 1 0 1\r\nx\r\nset b 2 0 1\r\ny\r\n",
+        &["STORED", "STORED"],
+    );
     let ua = gets_unique(&mut c, "a");
     let ub = gets_unique(&mut c, "b");
     c.expect(
         "gets a nope b\r\n",
-        &[&format!("VALUE a 1 1 {ua}"), "x", &format!("VALUE b 2 1 {ub}"), "y", "END"],
+        &[
+            &format!("VALUE a 1 1 {ua}"),
+            "x",
+            &format!("VALUE b 2 1 {ub}"),
+            "y",
+            "END",
+        ],
     );
     c.expect("gat 100 a nope\r\n", &["VALUE a 1 1", "x", "END"]);
     c.expect("gats 0 b\r\n", &[&format!("VALUE b 2 1 {ub}"), "y", "END"]);
@@ -143,15 +164,23 @@ fn pipelined_requests_and_noreply_are_answered_in_order() {
     let mut c = Mc::connect(&srv);
     let mut batch = String::new();
     for i in 0..500 {
-        batch.push_str(&format!("set k{i} {i} 0 {}\r\nv{i}\r\n", format!("v{i}").len()));
+        batch.push_str(&format!(
+            "set k{i} {i} 0 {}\r\nv{i}\r\n",
+            format!("v{i}").len()
+        ));
         batch.push_str(&format!("set q{i} 0 0 1 noreply\r\nq\r\n"));
         batch.push_str(&format!("get k{i}\r\n"));
-        batch.push_str(&format!("delete q{i} noreply\r\nincr nope{i} 1 noreply\r\n"));
+        batch.push_str(&format!(
+            "delete q{i} noreply\r\nincr nope{i} 1 noreply\r\n"
+        ));
     }
     c.send(batch.as_bytes());
     for i in 0..500 {
         assert_eq!(c.line(), "STORED");
-        assert_eq!(c.line(), format!("VALUE k{i} {i} {}", format!("v{i}").len()));
+        assert_eq!(
+            c.line(),
+            format!("VALUE k{i} {i} {}", format!("v{i}").len())
+        );
         assert_eq!(c.line(), format!("v{i}"));
         assert_eq!(c.line(), "END");
     }
@@ -166,7 +195,10 @@ fn a_multi_get_across_shards_answers_every_key_in_order() {
     let mut c = Mc::connect(&srv);
     let mut batch = String::new();
     for i in 0..200 {
-        batch.push_str(&format!("set key:{i} {i} 0 {}\r\n{i}\r\n", i.to_string().len()));
+        batch.push_str(&format!(
+            "set key:{i} {i} 0 {}\r\n{i}\r\n",
+            i.to_string().len()
+        ));
     }
     c.send(batch.as_bytes());
     for _ in 0..200 {
@@ -175,7 +207,10 @@ fn a_multi_get_across_shards_answers_every_key_in_order() {
     let keys: Vec<String> = (0..200).rev().map(|i| format!("key:{i}")).collect();
     c.send(format!("get {} missing\r\n", keys.join(" ")).as_bytes());
     for i in (0..200).rev() {
-        assert_eq!(c.line(), format!("VALUE key:{i} {i} {}", i.to_string().len()));
+        assert_eq!(
+            c.line(),
+            format!("VALUE key:{i} {i} {}", i.to_string().len())
+        );
         assert_eq!(c.line(), i.to_string());
     }
     assert_eq!(c.line(), "END");
@@ -188,7 +223,10 @@ fn keys_are_shared_with_resp_both_ways_with_the_same_deadline() {
     let mut c = Mc::connect(&srv);
     let mut r = Client::connect(&srv);
     assert_eq!(r.cmd(&["SET", "from-resp", "hello"]), ok());
-    c.expect("get from-resp\r\n", &["VALUE from-resp 0 5", "hello", "END"]);
+    c.expect(
+        "get from-resp\r\n",
+        &["VALUE from-resp 0 5", "hello", "END"],
+    );
     c.expect("set from-mc 42 0 3\r\nabc\r\n", &["STORED"]);
     assert_eq!(r.cmd(&["GET", "from-mc"]), bulk("abc"));
     // A relative exptime and an absolute one are the deadline RESP's TTL shows.
@@ -223,8 +261,14 @@ fn exptimes_past_now_and_negative_expire_at_once_and_short_ones_expire() {
     let mut c = Mc::connect(&srv);
     c.expect("set neg 0 -1 1\r\nx\r\nget neg\r\n", &["STORED", "END"]);
     let past = unix_now() - 10;
-    c.expect(&format!("set past 0 {past} 1\r\nx\r\nget past\r\n"), &["STORED", "END"]);
-    c.expect("set t 0 0 1\r\nx\r\ntouch t -1\r\nget t\r\n", &["STORED", "TOUCHED", "END"]);
+    c.expect(
+        &format!("set past 0 {past} 1\r\nx\r\nget past\r\n"),
+        &["STORED", "END"],
+    );
+    c.expect(
+        "set t 0 0 1\r\nx\r\ntouch t -1\r\nget t\r\n",
+        &["STORED", "TOUCHED", "END"],
+    );
     // One second: gone within the deadline (polled, no fixed sleep).
     c.expect("set short 0 1 1\r\nx\r\n", &["STORED"]);
     let start = Instant::now();
@@ -235,7 +279,10 @@ fn exptimes_past_now_and_negative_expire_at_once_and_short_ones_expire() {
         }
         c.line();
         c.line();
-        assert!(start.elapsed() < DEADLINE, "an exptime of 1 s never expired");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "an exptime of 1 s never expired"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     srv.stop();
@@ -257,10 +304,16 @@ fn flush_all_with_a_delay_flushes_when_the_time_comes() {
         assert!(start.elapsed() < DEADLINE, "flush_all 1 never flushed");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(start.elapsed() >= Duration::from_millis(500), "flushed before its time");
+    assert!(
+        start.elapsed() >= Duration::from_millis(500),
+        "flushed before its time"
+    );
     // A later flush_all replaces a pending one: `flush_all 0` now, then nothing later.
     c.expect("flush_all 1000 noreply\r\nflush_all 0\r\n", &["OK"]);
-    c.expect("set b 0 0 1\r\nx\r\nget b\r\n", &["STORED", "VALUE b 0 1", "x", "END"]);
+    c.expect(
+        "set b 0 0 1\r\nx\r\nget b\r\n",
+        &["STORED", "VALUE b 0 1", "x", "END"],
+    );
     srv.stop();
 }
 
@@ -283,8 +336,14 @@ fn error_lines_are_memcacheds_and_the_connection_stays_usable() {
         &["CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"],
     );
     let long_key = "k".repeat(251);
-    c.expect(&format!("get {long_key}\r\n"), &["CLIENT_ERROR bad command line format"]);
-    c.expect("set k 0 0 1\r\nx\r\nget k\r\n", &["STORED", "VALUE k 0 1", "x", "END"]);
+    c.expect(
+        &format!("get {long_key}\r\n"),
+        &["CLIENT_ERROR bad command line format"],
+    );
+    c.expect(
+        "set k 0 0 1\r\nx\r\nget k\r\n",
+        &["STORED", "VALUE k 0 1", "x", "END"],
+    );
     srv.stop();
 }
 
@@ -292,7 +351,10 @@ fn error_lines_are_memcacheds_and_the_connection_stays_usable() {
 fn stats_answers_memcacheds_fields() {
     let srv = common::start(2);
     let mut c = Mc::connect(&srv);
-    c.expect("set a 0 0 1\r\nx\r\nget a b\r\n", &["STORED", "VALUE a 0 1", "x", "END"]);
+    c.expect(
+        "set a 0 0 1\r\nx\r\nget a b\r\n",
+        &["STORED", "VALUE a 0 1", "x", "END"],
+    );
     assert_eq!(c.stat("pid"), std::process::id().to_string());
     assert_eq!(c.stat("version"), "1.6.18");
     assert_eq!(c.stat("threads"), "2");
@@ -304,7 +366,13 @@ fn stats_answers_memcacheds_fields() {
     assert_eq!(c.stat("limit_maxbytes"), (32u64 << 20).to_string());
     let time: u64 = c.stat("time").parse().unwrap();
     assert!(time.abs_diff(unix_now()) <= 2);
-    for name in ["uptime", "curr_connections", "total_connections", "bytes", "evictions"] {
+    for name in [
+        "uptime",
+        "curr_connections",
+        "total_connections",
+        "bytes",
+        "evictions",
+    ] {
         c.stat(name);
     }
     c.expect("stats items\r\n", &["END"]);
@@ -321,7 +389,10 @@ fn stats_answers_memcacheds_fields() {
         }
         settings.push(line);
     }
-    assert!(settings.contains(&"STAT cas_enabled 1".to_string()), "{settings:?}");
+    assert!(
+        settings.contains(&"STAT cas_enabled 1".to_string()),
+        "{settings:?}"
+    );
     c.expect("stats nonsense\r\n", &["ERROR"]);
     // The same counters are rows of INFO.
     let mut r = Client::connect(&srv);
