@@ -223,6 +223,7 @@ fn name(r: &Request<'_>) -> &'static [u8] {
 
 /// Parses and plans up to `batch_max` requests of `buf`, runs them, appends the
 /// replies.
+#[allow(clippy::too_many_arguments)]
 async fn parse_batch(
     ctx: &ShardCtx,
     buf: &[u8],

@@ -101,7 +101,7 @@ fn garbage_gets_error_lines_and_the_server_stays_usable() {
             state ^= state << 17;
             // Some rounds are mostly printable with line ends, some raw.
             let b = (state >> 24) as u8;
-            bytes.push(if round % 2 == 0 && b % 16 == 0 {
+            bytes.push(if round % 2 == 0 && b.is_multiple_of(16) {
                 b'\n'
             } else if round % 2 == 0 {
                 b' ' + b % 90

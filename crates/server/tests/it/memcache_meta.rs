@@ -42,7 +42,7 @@ fn mg_returns_the_flags_asked_in_their_order() {
 }
 
 #[test]
-fn mg_t_and_T_read_and_touch_the_deadline() {
+fn mg_flags_t_and_cap_t_read_and_touch_the_deadline() {
     let srv = common::start(1);
     let mut c = Mc::connect(&srv);
     c.expect("ms k 1 T100\r\nx\r\n", &["HD"]);
