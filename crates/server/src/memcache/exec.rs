@@ -107,12 +107,14 @@ enum Pending<'a> {
         noreply: bool,
         op: usize,
     },
-    /// mg; `vivify`: the op of the `McStore` (add) that creates a missing item (N).
+    /// mg; `vivify`: the op of the `McStore` (add) that creates a missing item (N);
+    /// `before`: a read ahead of a touch, whose deadline `t` shows.
     MetaGet {
         key: MetaKey<'a>,
         flags: MetaFlags<'a>,
         op: usize,
         vivify: Option<usize>,
+        before: Option<usize>,
     },
     MetaSet {
         key: MetaKey<'a>,
@@ -325,6 +327,10 @@ impl<'a> Planner<'_, 'a> {
                 let k = key.decode(&mut buf);
                 let want: &[u8] = if flags.has(b'c') { &mc::WANT_CAS } else { &[] };
                 let touch = flags.ttl.map(|t| mc::touch_arg(deadline(t, now)));
+                // memcached's `t` shows the TTL before a `T` changes it: read it first (same
+                // key, same shard, in order).
+                let before =
+                    (touch.is_some() && flags.has(b't')).then(|| plan.op(&Op::mc_get(k, &[], &[])));
                 let op = plan.op(&Op::mc_get(k, touch.as_ref().map_or(&[], |t| &t[..]), want));
                 let vivify = flags.vivify_ttl.map(|ttl| {
                     let args = StoreArgs {
@@ -339,6 +345,7 @@ impl<'a> Planner<'_, 'a> {
                     flags,
                     op,
                     vivify,
+                    before,
                 }
             }
             Request::MetaSet { key, flags, value } => {
@@ -608,7 +615,8 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             flags,
             op,
             vivify,
-        } => render_meta_get(key, flags, plan, op, vivify, now, tally, out),
+            before,
+        } => render_meta_get(key, flags, plan, (op, vivify, before), now, tally, out),
         Pending::MetaSet { key, flags, op } => match plan.result(op) {
             (Status::Ok, data) => {
                 tally.add(C::TotalItems, 1);
@@ -728,8 +736,7 @@ fn render_meta_get(
     key: MetaKey<'_>,
     flags: MetaFlags<'_>,
     plan: &Plan,
-    op: usize,
-    vivify: Option<usize>,
+    (op, vivify, before): (usize, Option<usize>, Option<usize>),
     now: u64,
     tally: &mut Tally,
     out: &mut Vec<u8>,
@@ -737,7 +744,10 @@ fn render_meta_get(
     let (value, meta, won) = match plan.result(op) {
         (Status::Ok, data) => {
             tally.add(C::GetHits, 1);
-            let (value, meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+            let (value, mut meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+            if let Some((Status::Ok, d)) = before.map(|b| plan.result(b)) {
+                meta.deadline = mc::split_get(d).map_or(meta.deadline, |(_, m)| m.deadline);
+            }
             (value, meta, false)
         }
         (Status::Error(e), _) => return engine_error(out, e, false, tally),

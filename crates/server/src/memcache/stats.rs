@@ -8,8 +8,9 @@
 //! shards' engine reports (`curr_items`, `bytes`, `evictions`); `stats settings` the settings
 //! that have a meaning here; `stats items` and `stats slabs` what memcached answers when it
 //! holds no item (directkv's slab classes are not memcached's, so none are listed); `stats
-//! conns` nothing (its lines are per-connection internals). Other groups: memcached's
-//! `ERROR`... for unknown ones it is in fact nothing but `ERROR`, which is what they get.
+//! conns` nothing (its lines are per-connection internals); `stats detail` accepts on and off
+//! and dumps nothing (no per-prefix statistics are kept). Unknown groups get `ERROR`, as in
+//! memcached.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -125,6 +126,16 @@ pub(crate) async fn stats(ctx: &ShardCtx, args: Keys<'_>, out: &mut Vec<u8>) {
             write_stat(out, "active_slabs", "0");
             write_stat(out, "total_malloced", "0");
             write_status(out, Status::End);
+        }
+        // Per-prefix statistics are not kept: on and off are accepted, a dump is empty.
+        (Some(b"detail"), Some(b"on" | b"off")) if words.next().is_none() => {
+            write_status(out, Status::Ok)
+        }
+        (Some(b"detail"), Some(b"dump")) if words.next().is_none() => {
+            write_status(out, Status::End)
+        }
+        (Some(b"detail"), _) => {
+            directkv_proto::memcache::write_client_error(out, "usage: stats detail on|off|dump")
         }
         (Some(b"reset"), None) => {
             // memcached zeroes its command counters; these are also COUNTERS rows, which only

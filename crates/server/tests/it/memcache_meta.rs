@@ -45,7 +45,9 @@ fn mg_returns_the_flags_asked_in_their_order() {
 fn mg_flags_t_and_cap_t_read_and_touch_the_deadline() {
     let srv = common::start(1);
     let mut c = Mc::connect(&srv);
-    c.expect("ms k 1 T100\r\nx\r\n", &["HD"]);
+    c.expect("ms k 1 T0\r\nx\r\n", &["HD"]);
+    // As memcached: `t` shows the TTL from before the `T`.
+    c.expect("mg k t T100\r\n", &["HD t-1"]);
     assert!((98..=100).contains(&ttl_of(&mut c, "k")));
     c.expect("mg k T500\r\n", &["HD"]);
     assert!((498..=500).contains(&ttl_of(&mut c, "k")));
