@@ -19,6 +19,10 @@
 //! `CLIENT_ERROR unauthenticated`. After a refused login or an unauthenticated request the
 //! rest of the bytes read so far is dropped, as memcached drops the rest of its read buffer.
 //!
+//! Cross-protocol requests: a line that starts `POST `, `GET /` or `Host:` (an HTTP request a
+//! web page made a browser send) closes the connection with no reply, as the RESP port does
+//! (`is_http`), counted in `security_attacks`.
+//!
 //! Backpressure as RESP's (`resp/conn.rs`): replies are written before more input is read; a
 //! batch stops at `commands_per_batch_max` requests or when its replies pass
 //! `conn_output_bytes_max`; a client that does not read within `reply_write_timeout_secs` is
@@ -53,6 +57,8 @@ struct Session {
     close: bool,
     /// The last request's name, for CLIENT LIST.
     last: &'static [u8],
+    /// A line was an HTTP request line or Host header (see `is_http`).
+    attack: bool,
 }
 
 /// Serves a memcached connection whose first bytes `input` holds.
@@ -75,6 +81,7 @@ pub(crate) async fn serve(
         discard: false,
         close: false,
         last: b"NULL",
+        attack: false,
     };
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut batch = Batch::new(ctx.shards());
@@ -132,6 +139,13 @@ pub(crate) async fn serve(
             session.discard = false;
         }
         skip_swallowed(&mut input, &mut session);
+        if session.attack {
+            ctx.stats
+                .security_attacks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(shard = ctx.id, peer = ?s.peer_addr().ok(), "possible SECURITY ATTACK: a memcached connection sent POST or Host: (a web page posting to this port?); closed");
+            return;
+        }
         if !flush(&mut s, &mut out, write_timeout).await || session.close {
             return;
         }
@@ -247,6 +261,11 @@ async fn parse_batch(
                 break;
             }
             Parse::Refused(r) => {
+                if is_http(&buf[used..]) {
+                    session.attack = true;
+                    session.close = true;
+                    break;
+                }
                 count += 1;
                 used += r.consumed;
                 if !session.authenticated {
@@ -308,6 +327,17 @@ async fn parse_batch(
         requests: count,
         more: count == batch_max,
     }
+}
+
+/// An HTTP request line or header read as a memcached command: a web page can make a
+/// browser POST a text body to this port, and every line of the body would run. As the RESP
+/// port does (and memcached does not), such a connection is closed before the line or
+/// anything after it runs, without a reply; the replies to the requests before it are dropped.
+fn is_http(line: &[u8]) -> bool {
+    let host = b"Host:";
+    line.starts_with(b"POST ")
+        || line.starts_with(b"GET /")
+        || (line.len() >= host.len() && line[..host.len()].eq_ignore_ascii_case(host))
 }
 
 /// A request before the login: refused, and the rest of the input dropped.

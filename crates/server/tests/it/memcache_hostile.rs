@@ -190,3 +190,23 @@ fn at_connections_max_memcached_clients_get_memcacheds_refusal() {
     first.expect("version\r\n", &["VERSION 1.6.18"]);
     srv.stop();
 }
+
+#[test]
+fn an_http_post_from_a_web_page_is_closed_before_its_body_runs() {
+    let srv = common::start(1);
+    let mut c = Mc::connect(&srv);
+    c.send(
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1:11211\r\nContent-Type: text/plain\r\n\r\nset pwned 0 0 1\r\nx\r\n",
+    );
+    assert!(c.closed());
+    let mut r = Client::connect(&srv);
+    assert_eq!(info_field(&mut r, "security_attacks"), 1);
+    let mut d = Mc::connect(&srv);
+    d.expect("get pwned\r\n", &["END"]);
+    // A key that merely starts with a slash is served.
+    d.expect(
+        "set /k 0 0 1\r\nx\r\nget /k\r\n",
+        &["STORED", "VALUE /k 0 1", "x", "END"],
+    );
+    srv.stop();
+}
