@@ -35,8 +35,9 @@ pub(crate) enum Effect {
 
 /// Applies one operation to the current value `cur` (None = missing) whose deadline and item
 /// meta are `*item` (`Item::NONE` when missing; `*item` becomes what to store with the
-/// effect). Appends the operation's reply data to `out` unless it is "no return". Pure but for
-/// the CAS counter `cas_next`, which a memcache write advances: the caller stores the effect.
+/// effect). Appends the operation's reply data to `out` unless it is "no return". `cas` is the
+/// CAS unique a memcache write takes (the operation's, `memcache::cas_at`). Pure: the caller
+/// stores the effect.
 ///
 /// An operation of the RESP and native kinds that changes or deletes the value drops the
 /// item's meta (so a CAS a memcached client holds no longer matches); one that keeps the value
@@ -49,12 +50,12 @@ pub(crate) fn apply(
     cur: Option<&[u8]>,
     item: &mut Item,
     now: u64,
-    cas_next: &mut u64,
+    cas: u64,
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> (Status, Effect) {
     if op.kind.is_memcache() {
-        return apply_memcache(op, cur, item, now, cas_next, scratch, out);
+        return apply_memcache(op, cur, item, now, cas, scratch, out);
     }
     let r = apply_kv(reg, op, cur, &mut item.deadline, now, scratch, out);
     if !matches!(r.1, Effect::Keep | Effect::Touch) {
@@ -71,11 +72,11 @@ fn apply_memcache(
     cur: Option<&[u8]>,
     item: &mut Item,
     now: u64,
-    cas_next: &mut u64,
+    cas: u64,
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> (Status, Effect) {
-    crate::memcache::apply_mc(op, cur, item, now, cas_next, scratch, out)
+    crate::memcache::apply_mc(op, cur, item, now, cas, scratch, out)
 }
 
 /// [`apply`] for the RESP and native kinds, on the value and its deadline `*dl`
@@ -289,7 +290,11 @@ pub(crate) fn validate_value(op: &Op, limits: &Limits) -> Result<(), crate::OpEr
             }
             OpKind::Cas => op.arg2.len(),
             OpKind::SetRange | OpKind::SetBit => ops::range::value_len(op),
-            k if k.is_memcache() => crate::memcache::validate_args(op)?,
+            OpKind::McGet
+            | OpKind::McStore
+            | OpKind::McDelete
+            | OpKind::McArith
+            | OpKind::McTouch => crate::memcache::validate_args(op)?,
             _ => 0,
         };
         if value_len > limits.value_len_max {

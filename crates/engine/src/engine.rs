@@ -210,6 +210,8 @@ impl Engine {
             self.make_room(ops);
             self.take_evicted();
         }
+        let cas_base = self.cas_next;
+        self.cas_next = crate::memcache::cas_after(cas_base, ops.len());
         let mut p = Pipeline {
             table: &mut self.table,
             registry: &self.registry,
@@ -222,7 +224,7 @@ impl Engine {
             stall: self.mode == ExecMode::Stall,
             now: self.now,
             reclaimed: &mut self.reclaimed,
-            cas_next: &mut self.cas_next,
+            cas_base,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -331,8 +333,10 @@ impl Engine {
         self.now
     }
 
-    /// The CAS unique the next memcache write will take (engine state: the same operations
-    /// from the same `cas_next` give the same CAS values).
+    /// The CAS unique the next operation will take if it is a memcache write (engine state:
+    /// every operation executed takes one number, in request order, used or not, so the same
+    /// operations from the same `cas_next` give the same CAS values, in one batch or one by
+    /// one; `memcache::cas_at`).
     pub fn cas_next(&self) -> u64 {
         self.cas_next
     }

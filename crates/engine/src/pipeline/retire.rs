@@ -160,6 +160,15 @@ impl Pipeline<'_> {
         self.reclaimed.extend_from_slice(key);
     }
 
+    /// The CAS unique operation `i` of the batch takes if it is a memcache write: the
+    /// batch's first plus `i`, whatever order the pipeline runs the operations in (groups run
+    /// ahead of the leaders after them), so it is the CAS the operation takes when the batch's
+    /// operations run one by one (`Engine::cas_next`).
+    #[inline(always)]
+    fn cas_of(&self, i: usize) -> u64 {
+        crate::memcache::cas_at(self.cas_base, i)
+    }
+
     /// One operation against the table: lookup, apply, store.
     pub(super) fn run_single(&mut self, ops: &[Op], i: usize, h: u64, out: &mut Results) {
         let op = &ops[i];
@@ -180,14 +189,13 @@ impl Pipeline<'_> {
         }
         let cur = loc.as_ref().map(|l| self.table.value(l));
         let mut item = loc.as_ref().map_or(Item::NONE, item_of);
-        let cas_before = *self.cas_next;
         let (mut status, mut effect) = apply(
             self.registry,
             op,
             cur,
             &mut item,
             self.now,
-            self.cas_next,
+            self.cas_of(i),
             self.scratch,
             out.buf(),
         );
@@ -195,12 +203,9 @@ impl Pipeline<'_> {
         // applied: the client is told it failed, so it must not have happened.
         if out.past_budget() {
             effect = Effect::Keep;
-            *self.cas_next = cas_before;
         }
         if let Err(e) = self.store(op, h, loc, effect, item) {
             status = Status::Error(e);
-            // Not stored: the CAS it took is not used either.
-            *self.cas_next = cas_before;
         }
         if matches!(status, Status::Error(_)) {
             self.stats.errors += 1;
@@ -257,8 +262,6 @@ impl Pipeline<'_> {
         let mut present = loc.is_some();
         // The deadline and item meta travel with the forwarded value.
         let mut item = loc.as_ref().map_or(Item::NONE, item_of);
-        // A replay after a failed write-back starts the CAS counter over.
-        let cas_start = *self.cas_next;
         self.forwarded.clear();
         if let Some(l) = &loc {
             self.forwarded.extend_from_slice(self.table.value(l));
@@ -288,14 +291,13 @@ impl Pipeline<'_> {
                 None
             };
             let before = item;
-            let cas_before = *self.cas_next;
             let (mut status, mut effect) = apply(
                 self.registry,
                 op,
                 cur,
                 &mut item,
                 self.now,
-                self.cas_next,
+                self.cas_of(i),
                 self.scratch,
                 out.buf(),
             );
@@ -308,12 +310,10 @@ impl Pipeline<'_> {
                     max: self.limits.value_len_max,
                 });
                 effect = Effect::Keep;
-                *self.cas_next = cas_before;
             }
             // Refused past the results budget (by `finish`): not applied either.
             if out.past_budget() {
                 effect = Effect::Keep;
-                *self.cas_next = cas_before;
             }
             if effect == Effect::Keep {
                 item = before;
@@ -373,7 +373,6 @@ impl Pipeline<'_> {
                 (false, None) => Ok(()),
             };
             if r.is_err() {
-                *self.cas_next = cas_start;
                 self.replay_group(ops, j, out);
             }
         }
