@@ -290,7 +290,11 @@ pub(crate) fn validate_value(op: &Op, limits: &Limits) -> Result<(), crate::OpEr
             }
             OpKind::Cas => op.arg2.len(),
             OpKind::SetRange | OpKind::SetBit => ops::range::value_len(op),
-            k if k.is_memcache() => crate::memcache::validate_args(op)?,
+            OpKind::McGet
+            | OpKind::McStore
+            | OpKind::McDelete
+            | OpKind::McArith
+            | OpKind::McTouch => crate::memcache::validate_args(op)?,
             _ => 0,
         };
         if value_len > limits.value_len_max {

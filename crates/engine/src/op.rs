@@ -497,6 +497,7 @@ impl Results {
 
     /// Starts a batch of `n` operations whose data may total `bytes_max` bytes (at most
     /// `u32::MAX`, checked when the engine is built).
+    #[inline]
     pub(crate) fn reset(&mut self, n: usize, bytes_max: usize) {
         debug_assert!(bytes_max <= u32::MAX as usize);
         let bytes_max = match self.bytes_cap {

@@ -171,6 +171,8 @@ async fn sniff(
     protocol: Protocol,
     client: &ClientHandle,
 ) {
+    // memcached counts a connection from its accept (`curr_connections`).
+    let _memcache_open = (protocol == Protocol::Memcache).then(|| ctx.stats.memcache.connection());
     // A new connection holds no buffer until it has sent something (or closed): a flood of
     // connections that never speak costs the server their sockets, not 64 KiB each (the
     // issue 19 soak's 10 000 silent connections held 75 KiB of RSS apiece in recycled heap).

@@ -19,6 +19,10 @@
 //! `CLIENT_ERROR unauthenticated`. After a refused login or an unauthenticated request the
 //! rest of the bytes read so far is dropped, as memcached drops the rest of its read buffer.
 //!
+//! Cross-protocol requests: a line that starts `POST `, `GET /` or `Host:` (an HTTP request a
+//! web page made a browser send) closes the connection with no reply, as the RESP port does
+//! (`is_http`), counted in `security_attacks`.
+//!
 //! Backpressure as RESP's (`resp/conn.rs`): replies are written before more input is read; a
 //! batch stops at `commands_per_batch_max` requests or when its replies pass
 //! `conn_output_bytes_max`; a client that does not read within `reply_write_timeout_secs` is
@@ -36,6 +40,9 @@ use crate::accept::{flush, shrink_idle, IDLE_BUFFER_BYTES_MAX, READ_CHUNK_BYTES}
 use crate::clients::{ClientHandle, CMD_BYTES_MAX};
 use crate::shard::ShardCtx;
 
+/// Requests in a connection's first batch (see `conn_output_bytes_max`).
+const FIRST_BATCH_REQUESTS: usize = 8;
+
 /// The user of memcached's ASCII login (Redis's default user).
 const USER: &[u8] = b"default";
 
@@ -50,6 +57,8 @@ struct Session {
     close: bool,
     /// The last request's name, for CLIENT LIST.
     last: &'static [u8],
+    /// A line was an HTTP request line or Host header (see `is_http`).
+    attack: bool,
 }
 
 /// Serves a memcached connection whose first bytes `input` holds.
@@ -59,7 +68,6 @@ pub(crate) async fn serve(
     mut input: Vec<u8>,
     client: &ClientHandle,
 ) {
-    let _open = ctx.stats.memcache.connection();
     let limits = ctx.cfg.memcache_limits();
     let mut password_seen = 0;
     let mut requirepass = ctx
@@ -73,10 +81,16 @@ pub(crate) async fn serve(
         discard: false,
         close: false,
         last: b"NULL",
+        attack: false,
     };
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut batch = Batch::new(ctx.shards());
     let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
+    // As RESP: the first batch is small until reply sizes are known, and later ones are sized
+    // so that their replies stay near conn_output_bytes_max (the largest reply per request
+    // seen lately, halved each batch).
+    let mut batch_max = FIRST_BATCH_REQUESTS.min(ctx.cfg.commands_per_batch_max);
+    let mut reply_bytes_hint = 1usize;
     loop {
         if let Some(changed) = ctx.stats.live.requirepass_if_changed(&mut password_seen) {
             requirepass = changed;
@@ -86,6 +100,7 @@ pub(crate) async fn serve(
         skip_swallowed(&mut input, &mut session);
         let mut used = 0;
         loop {
+            let before = out.len();
             let parsed = parse_batch(
                 ctx,
                 &input[used..],
@@ -94,9 +109,15 @@ pub(crate) async fn serve(
                 &mut session,
                 requirepass.as_deref(),
                 &mut out,
+                batch_max,
             )
             .await;
             used += parsed.consumed;
+            if let Some(per) = (out.len() - before).checked_div(parsed.requests) {
+                reply_bytes_hint = per.max(1).max(reply_bytes_hint / 2);
+                batch_max = (ctx.cfg.conn_output_bytes_max / reply_bytes_hint)
+                    .clamp(1, ctx.cfg.commands_per_batch_max);
+            }
             ctx.stats.memcache.add_tally(&mut batch.tally);
             let held = input.capacity() + out.capacity() + batch.capacity_bytes();
             client.account(held);
@@ -118,6 +139,13 @@ pub(crate) async fn serve(
             session.discard = false;
         }
         skip_swallowed(&mut input, &mut session);
+        if session.attack {
+            ctx.stats
+                .security_attacks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(shard = ctx.id, peer = ?s.peer_addr().ok(), "possible SECURITY ATTACK: a memcached connection sent POST or Host: (a web page posting to this port?); closed");
+            return;
+        }
         if !flush(&mut s, &mut out, write_timeout).await || session.close {
             return;
         }
@@ -207,8 +235,9 @@ fn name(r: &Request<'_>) -> &'static [u8] {
     }
 }
 
-/// Parses and plans up to `commands_per_batch_max` requests of `buf`, runs them, appends the
+/// Parses and plans up to `batch_max` requests of `buf`, runs them, appends the
 /// replies.
+#[allow(clippy::too_many_arguments)]
 async fn parse_batch(
     ctx: &ShardCtx,
     buf: &[u8],
@@ -217,8 +246,8 @@ async fn parse_batch(
     session: &mut Session,
     requirepass: Option<&str>,
     out: &mut Vec<u8>,
+    batch_max: usize,
 ) -> Parsed {
-    let batch_max = ctx.cfg.commands_per_batch_max;
     let mut used = 0;
     let mut count = 0;
     let mut planner = batch.planner();
@@ -232,6 +261,11 @@ async fn parse_batch(
                 break;
             }
             Parse::Refused(r) => {
+                if is_http(&buf[used..]) {
+                    session.attack = true;
+                    session.close = true;
+                    break;
+                }
                 count += 1;
                 used += r.consumed;
                 if !session.authenticated {
@@ -293,6 +327,17 @@ async fn parse_batch(
         requests: count,
         more: count == batch_max,
     }
+}
+
+/// An HTTP request line or header read as a memcached command: a web page can make a
+/// browser POST a text body to this port, and every line of the body would run. As the RESP
+/// port does (and memcached does not), such a connection is closed before the line or
+/// anything after it runs, without a reply; the replies to the requests before it are dropped.
+fn is_http(line: &[u8]) -> bool {
+    let host = b"Host:";
+    line.starts_with(b"POST ")
+        || line.starts_with(b"GET /")
+        || (line.len() >= host.len() && line[..host.len()].eq_ignore_ascii_case(host))
 }
 
 /// A request before the login: refused, and the rest of the input dropped.

@@ -25,8 +25,8 @@ use directkv_engine::{Op, OpError, Status, NO_DEADLINE};
 use directkv_proto::memcache::{
     write_client_error, write_error, write_meta_end, write_meta_flag, write_meta_flag_number,
     write_meta_status, write_meta_value_header, write_number, write_server_error, write_status,
-    write_value, Keys, MemcacheError, MetaFlags, MetaKey, MetaStatus, Request,
-    Status as Word, StoreMode, KEY_BYTES_MAX,
+    write_value, Keys, MemcacheError, MetaFlags, MetaKey, MetaStatus, Request, Status as Word,
+    StoreMode, KEY_BYTES_MAX,
 };
 
 use super::stats::{Tally, C};
@@ -107,12 +107,14 @@ enum Pending<'a> {
         noreply: bool,
         op: usize,
     },
-    /// mg; `vivify`: the op of the `McStore` (add) that creates a missing item (N).
+    /// mg; `vivify`: the op of the `McStore` (add) that creates a missing item (N);
+    /// `before`: a read ahead of a touch, whose deadline `t` shows.
     MetaGet {
         key: MetaKey<'a>,
         flags: MetaFlags<'a>,
         op: usize,
         vivify: Option<usize>,
+        before: Option<usize>,
     },
     MetaSet {
         key: MetaKey<'a>,
@@ -325,6 +327,10 @@ impl<'a> Planner<'_, 'a> {
                 let k = key.decode(&mut buf);
                 let want: &[u8] = if flags.has(b'c') { &mc::WANT_CAS } else { &[] };
                 let touch = flags.ttl.map(|t| mc::touch_arg(deadline(t, now)));
+                // memcached's `t` shows the TTL before a `T` changes it: read it first (same
+                // key, same shard, in order).
+                let before =
+                    (touch.is_some() && flags.has(b't')).then(|| plan.op(&Op::mc_get(k, &[], &[])));
                 let op = plan.op(&Op::mc_get(k, touch.as_ref().map_or(&[], |t| &t[..]), want));
                 let vivify = flags.vivify_ttl.map(|ttl| {
                     let args = StoreArgs {
@@ -339,6 +345,7 @@ impl<'a> Planner<'_, 'a> {
                     flags,
                     op,
                     vivify,
+                    before,
                 }
             }
             Request::MetaSet { key, flags, value } => {
@@ -512,7 +519,8 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             for (i, key) in keys.iter().enumerate() {
                 match plan.result(first + i) {
                     (Status::Ok, data) => {
-                        let (value, meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+                        let (value, meta) =
+                            mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
                         tally.add(hit, 1);
                         if touch {
                             tally.add(C::GetHits, 1);
@@ -607,7 +615,8 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             flags,
             op,
             vivify,
-        } => render_meta_get(key, flags, plan, op, vivify, now, tally, out),
+            before,
+        } => render_meta_get(key, flags, plan, (op, vivify, before), now, tally, out),
         Pending::MetaSet { key, flags, op } => match plan.result(op) {
             (Status::Ok, data) => {
                 tally.add(C::TotalItems, 1);
@@ -633,7 +642,7 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
                     _ => MetaStatus::NotFound,
                 };
                 write_meta_status(out, s);
-                return_flags(out, key, flags, None, now);
+                return_flags_ms(out, key, flags, None, now, true);
                 write_meta_end(out, None);
             }
         },
@@ -683,7 +692,7 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
 
 /// The return flags of a meta reply, in the order asked: `item` is the item's meta and its
 /// value length when the reply is about an item (hit), None on a miss or a refusal (then only
-/// `k`, `b` and `O` are echoed, as memcached does).
+/// `k`, `b` and `O` are echoed, as memcached does, and `c0` for a refused `ms`).
 fn return_flags(
     out: &mut Vec<u8>,
     key: MetaKey<'_>,
@@ -691,8 +700,20 @@ fn return_flags(
     item: Option<(&ItemMeta, usize)>,
     now: u64,
 ) {
+    return_flags_ms(out, key, flags, item, now, false)
+}
+
+fn return_flags_ms(
+    out: &mut Vec<u8>,
+    key: MetaKey<'_>,
+    flags: MetaFlags<'_>,
+    item: Option<(&ItemMeta, usize)>,
+    now: u64,
+    refused_ms: bool,
+) {
     for (letter, token) in flags.iter() {
         match (letter, item) {
+            (b'c', None) if refused_ms => write_meta_flag_number(out, b'c', 0),
             (b'k', _) => {
                 write_meta_flag(out, b'k', key.raw());
                 if key.is_base64() {
@@ -715,8 +736,7 @@ fn render_meta_get(
     key: MetaKey<'_>,
     flags: MetaFlags<'_>,
     plan: &Plan,
-    op: usize,
-    vivify: Option<usize>,
+    (op, vivify, before): (usize, Option<usize>, Option<usize>),
     now: u64,
     tally: &mut Tally,
     out: &mut Vec<u8>,
@@ -724,7 +744,10 @@ fn render_meta_get(
     let (value, meta, won) = match plan.result(op) {
         (Status::Ok, data) => {
             tally.add(C::GetHits, 1);
-            let (value, meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+            let (value, mut meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+            if let Some((Status::Ok, d)) = before.map(|b| plan.result(b)) {
+                meta.deadline = mc::split_get(d).map_or(meta.deadline, |(_, m)| m.deadline);
+            }
             (value, meta, false)
         }
         (Status::Error(e), _) => return engine_error(out, e, false, tally),

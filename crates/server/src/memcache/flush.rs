@@ -28,7 +28,11 @@ pub(crate) struct FlushTimer {
 /// Runs `flush_all` with `delay` (an exptime: seconds, or a Unix time beyond 30 days).
 pub(crate) async fn flush_all(ctx: &ShardCtx, delay: Option<i32>) {
     let stats: &Arc<ServerStats> = &ctx.stats;
-    let generation = stats.memcache_flush.generation.fetch_add(1, Ordering::Relaxed) + 1;
+    let generation = stats
+        .memcache_flush
+        .generation
+        .fetch_add(1, Ordering::Relaxed)
+        + 1;
     let now = crate::shard::expiry::now_ms();
     let at = match delay {
         Some(d) if d > 0 => super::exec::deadline(d, now),

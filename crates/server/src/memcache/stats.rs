@@ -8,8 +8,9 @@
 //! shards' engine reports (`curr_items`, `bytes`, `evictions`); `stats settings` the settings
 //! that have a meaning here; `stats items` and `stats slabs` what memcached answers when it
 //! holds no item (directkv's slab classes are not memcached's, so none are listed); `stats
-//! conns` nothing (its lines are per-connection internals). Other groups: memcached's
-//! `ERROR`... for unknown ones it is in fact nothing but `ERROR`, which is what they get.
+//! conns` nothing (its lines are per-connection internals); `stats detail` accepts on and off
+//! and dumps nothing (no per-prefix statistics are kept). Unknown groups get `ERROR`, as in
+//! memcached.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -126,6 +127,16 @@ pub(crate) async fn stats(ctx: &ShardCtx, args: Keys<'_>, out: &mut Vec<u8>) {
             write_stat(out, "total_malloced", "0");
             write_status(out, Status::End);
         }
+        // Per-prefix statistics are not kept: on and off are accepted, a dump is empty.
+        (Some(b"detail"), Some(b"on" | b"off")) if words.next().is_none() => {
+            write_status(out, Status::Ok)
+        }
+        (Some(b"detail"), Some(b"dump")) if words.next().is_none() => {
+            write_status(out, Status::End)
+        }
+        (Some(b"detail"), _) => {
+            directkv_proto::memcache::write_client_error(out, "usage: stats detail on|off|dump")
+        }
         (Some(b"reset"), None) => {
             // memcached zeroes its command counters; these are also COUNTERS rows, which only
             // grow (Prometheus counters), so they are left alone, as CONFIG RESETSTAT does.
@@ -159,10 +170,15 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
     write_stat(out, "version", PROTOCOL_VERSION);
     write_stat(out, "directkv_version", env!("CARGO_PKG_VERSION"));
     write_stat(out, "pointer_size", &(usize::BITS).to_string());
-    n(out, "max_connections", ctx.stats.live.connections_max() as u64);
+    n(
+        out,
+        "max_connections",
+        ctx.stats.live.connections_max() as u64,
+    );
     n(out, "curr_connections", m.get(C::CurrConnections));
     n(out, "total_connections", m.get(C::TotalConnections));
-    n(out, 
+    n(
+        out,
         "rejected_connections",
         ctx.stats.rejected_connections.load(Ordering::Relaxed),
     );
@@ -225,12 +241,24 @@ fn settings(ctx: &ShardCtx, out: &mut Vec<u8>) {
     n(out, "item_size_max", cfg.value_len_max as u64);
     n(out, "maxconns_fast", 1);
     write_stat(out, "binding_protocol", "ascii");
-    n(out, "auth_enabled_ascii", u64::from(ctx.stats.live.requirepass().is_some()));
+    n(
+        out,
+        "auth_enabled_ascii",
+        u64::from(ctx.stats.live.requirepass().is_some()),
+    );
     n(out, "auth_enabled_sasl", 0);
     n(out, "idle_timeout", ctx.stats.live.timeout_secs());
-    n(out, "key_len_max", directkv_proto::memcache::KEY_BYTES_MAX as u64);
+    n(
+        out,
+        "key_len_max",
+        directkv_proto::memcache::KEY_BYTES_MAX as u64,
+    );
     n(out, "line_bytes_max", cfg.memcache_line_bytes_max as u64);
-    n(out, "get_line_bytes_max", cfg.memcache_get_line_bytes_max as u64);
+    n(
+        out,
+        "get_line_bytes_max",
+        cfg.memcache_get_line_bytes_max as u64,
+    );
     n(out, "get_keys_max", cfg.memcache_get_keys_max as u64);
     write_status(out, Status::End);
 }
