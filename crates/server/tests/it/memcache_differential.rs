@@ -65,7 +65,12 @@ fn start_memcached() -> Option<ServerProcess> {
 }
 
 /// Runs `sequences` random sequences from `seed` against `a` and `b`; returns the differences.
-fn run(a: (&'static str, SocketAddr), b: (&'static str, SocketAddr), seed: u64, sequences: usize) -> Vec<String> {
+fn run(
+    a: (&'static str, SocketAddr),
+    b: (&'static str, SocketAddr),
+    seed: u64,
+    sequences: usize,
+) -> Vec<String> {
     let mut differences = Vec::new();
     let mut left = Side::connect(a.0, a.1);
     let mut right = Side::connect(b.0, b.1);
@@ -74,13 +79,27 @@ fn run(a: (&'static str, SocketAddr), b: (&'static str, SocketAddr), seed: u64, 
         let mut gen = Gen::new(seq_seed);
         let flush = Cmd::lit(b"flush_all\r\n".to_vec(), None);
         let mut history: Vec<String> = vec![flush.show()];
-        compare(&mut left, &mut right, &[flush], seq_seed, &mut history, &mut differences);
+        compare(
+            &mut left,
+            &mut right,
+            &[flush],
+            seq_seed,
+            &mut history,
+            &mut differences,
+        );
         let mut sent = 0;
         while sent < COMMANDS_PER_SEQUENCE && differences.len() < DIFFERENCES_MAX {
             let cmds = gen.pipeline(PIPELINE_MAX);
             let n = cmds.len();
             let before = differences.len();
-            compare(&mut left, &mut right, &cmds, seq_seed, &mut history, &mut differences);
+            compare(
+                &mut left,
+                &mut right,
+                &cmds,
+                seq_seed,
+                &mut history,
+                &mut differences,
+            );
             sent += n;
             if differences.len() > before {
                 // The servers' states now differ: the rest of the sequence would repeat it.
@@ -129,8 +148,7 @@ fn compare(
 fn same(a: &Answer, b: &Answer) -> bool {
     a.lines == b.lines
         && a.ttls.len() == b.ttls.len()
-        && a
-            .ttls
+        && a.ttls
             .iter()
             .zip(&b.ttls)
             .all(|(x, y)| (x - y).abs() <= crate::memcache_gen::TTL_SLACK_S)
@@ -157,7 +175,12 @@ fn random_sequences_match_memcached() {
         .expect("the test server serves memcached on an ephemeral port");
     let seed = env_or("DKV_MC_SEED", 1);
     let sequences = env_or("DKV_MC_SEQUENCES", SEQUENCES as u64) as usize;
-    let differences = run(("directkv", addr), ("memcached", memcached.addr), seed, sequences);
+    let differences = run(
+        ("directkv", addr),
+        ("memcached", memcached.addr),
+        seed,
+        sequences,
+    );
     assert_none(&differences);
 }
 

@@ -120,7 +120,15 @@ const NUMBERS: &[&str] = &[
     "12abc",
     "",
 ];
-const TEXTS: &[&str] = &["abc", "hello world", "x", "\r\n", "VALUE k 0 1", "END", "MN"];
+const TEXTS: &[&str] = &[
+    "abc",
+    "hello world",
+    "x",
+    "\r\n",
+    "VALUE k 0 1",
+    "END",
+    "MN",
+];
 
 /// One piece of a command: bytes, or a CAS filled in for each server.
 #[derive(Clone, Debug)]
@@ -357,10 +365,15 @@ impl Gen {
     /// which incr/decr/ma never address: memcached reads an item's number with `strtoull`
     /// from data that is not NUL-terminated, so for such a value it reads on into whatever
     /// memory follows (two memcacheds answered `incr` on `"\r\n"` differently).
+    ///
+    /// Values with a `-` go to the long key only too: for a value of 2^63 or more memcached
+    /// looks for a minus sign with `strchr` from the value on, past its end into the rest of
+    /// its memory chunk, where an older value's `-` makes `incr` answer "non-numeric" (seen:
+    /// `incr` of "18446744073709551615" answered so once in a few thousand sequences).
     fn value(&mut self, k: usize) -> Vec<u8> {
         let v = self.any_value();
         let blank = v.iter().all(u8::is_ascii_whitespace);
-        if blank && k != self.keys.len() - 1 {
+        if (blank || v.contains(&b'-')) && k != self.keys.len() - 1 {
             b"x".to_vec()
         } else {
             v
@@ -558,7 +571,12 @@ impl Gen {
         for _ in 0..self.rng.below(n + 1) {
             let i = self.rng.below(xs.len());
             // Two flags of one letter are a different question (memcached takes both).
-            if used[i] || xs.iter().enumerate().any(|(j, x)| used[j] && x[..1] == xs[i][..1]) {
+            if used[i]
+                || xs
+                    .iter()
+                    .enumerate()
+                    .any(|(j, x)| used[j] && x[..1] == xs[i][..1])
+            {
                 continue;
             }
             used[i] = true;
@@ -572,8 +590,20 @@ impl Gen {
         let (k, key, b) = self.meta_key();
         let flags = self.meta_flags(
             &[
-                "v", "v", "c", "f", "k", "s", "t", "q", "O123", "Oabc", "T0", "T2000000000",
-                "T-1", "T1000000000",
+                "v",
+                "v",
+                "c",
+                "f",
+                "k",
+                "s",
+                "t",
+                "q",
+                "O123",
+                "Oabc",
+                "T0",
+                "T2000000000",
+                "T-1",
+                "T1000000000",
             ],
             6,
         );
@@ -593,8 +623,23 @@ impl Gen {
         let value = self.value(k);
         let flags = self.meta_flags(
             &[
-                "c", "c", "k", "q", "O9", "F5", "F4294967295", "T0", "T2000000000", "T-1", "I",
-                "MS", "MS", "ME", "MA", "MP", "MR",
+                "c",
+                "c",
+                "k",
+                "q",
+                "O9",
+                "F5",
+                "F4294967295",
+                "T0",
+                "T2000000000",
+                "T-1",
+                "I",
+                "MS",
+                "MS",
+                "ME",
+                "MA",
+                "MP",
+                "MR",
             ],
             4,
         );
@@ -660,9 +705,26 @@ impl Gen {
         }
         let flags = self.meta_flags(
             &[
-                "v", "c", "t", "q", "k", "O1", "N0", "N2000000000", "J13", "J0",
-                "J18446744073709551615", "D1", "D5", "D18446744073709551615", "MI", "MD", "M+",
-                "M-", "Mi", "T2000000000",
+                "v",
+                "c",
+                "t",
+                "q",
+                "k",
+                "O1",
+                "N0",
+                "N2000000000",
+                "J13",
+                "J0",
+                "J18446744073709551615",
+                "D1",
+                "D5",
+                "D18446744073709551615",
+                "MI",
+                "MD",
+                "M+",
+                "M-",
+                "Mi",
+                "T2000000000",
             ],
             5,
         );

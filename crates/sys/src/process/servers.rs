@@ -192,7 +192,9 @@ impl ServerProcess {
     /// line (`memcache=Some(HOST:PORT)`) or its start-up line (`memcached HOST:PORT`), `None`
     /// when the port is off (or the process is not directkv).
     pub fn memcache_addr(&self) -> Option<SocketAddr> {
-        self.start_log.iter().find_map(|line| parse_memcache_addr(line))
+        self.start_log
+            .iter()
+            .find_map(|line| parse_memcache_addr(line))
     }
 }
 
@@ -262,7 +264,10 @@ mod tests {
             parse_memcache_addr(started),
             Some("127.0.0.1:40124".parse().unwrap())
         );
-        assert_eq!(parse_memcache_addr("... memcached off) with 1 shards"), None);
+        assert_eq!(
+            parse_memcache_addr("... memcached off) with 1 shards"),
+            None
+        );
         let log = "2026-11-26T16:25:51Z  INFO directkv_server: directkv started addr=127.0.0.1:39649 shards=1 memcache=Some(127.0.0.1:39443)";
         assert_eq!(
             parse_memcache_addr(log),
