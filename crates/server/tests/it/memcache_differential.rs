@@ -196,3 +196,125 @@ fn two_memcacheds_agree() {
     let differences = run(("memcached-1", m1.addr), ("memcached-2", m2.addr), seed, 40);
     assert_none(&differences);
 }
+
+/// A raw memcached connection for the scripted test below: `call` sends a request and
+/// returns everything it answered (read up to the `MN` of an `mn` sent after it).
+struct Mc {
+    stream: std::net::TcpStream,
+}
+
+impl Mc {
+    fn connect(addr: SocketAddr) -> Mc {
+        let stream = std::net::TcpStream::connect(addr).expect("connect to the memcached port");
+        stream
+            .set_read_timeout(Some(crate::memcache_gen::READ_TIMEOUT))
+            .unwrap();
+        Mc { stream }
+    }
+
+    fn call(&mut self, request: &str) -> String {
+        use std::io::{Read, Write};
+        let mut out = request.replace('\n', "\r\n").into_bytes();
+        out.extend_from_slice(b"mn\r\n");
+        self.stream.write_all(&out).unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !got.ends_with(b"MN\r\n") {
+            let n = self.stream.read(&mut chunk).expect("an answer");
+            assert!(n > 0, "the memcached port closed after {request:?}");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got.truncate(got.len() - 4);
+        String::from_utf8(got).unwrap()
+    }
+
+    /// The CAS of `key` from `gets`.
+    fn cas(&mut self, key: &str) -> u64 {
+        let got = self.call(&format!("gets {key}\n"));
+        let header = got.lines().next().unwrap();
+        let words: Vec<&str> = header.split(' ').collect();
+        assert_eq!(words.len(), 5, "{got:?}");
+        words[4].parse().unwrap()
+    }
+}
+
+/// Keys cross between RESP and memcached's protocol on one directkv (no peer): written on one
+/// port, read, changed, expired and deleted on the other; a RESP write changes the CAS a
+/// memcached client holds, and a RESP write of a new value drops the item's flags.
+#[test]
+fn keys_cross_between_resp_and_memcached() {
+    use crate::common::{bulk, ok, Client};
+    use directkv_proto::resp::Reply;
+    let directkv = crate::common::start(2);
+    let mut mc = Mc::connect(directkv.memcache_addr().expect("a memcached port"));
+    let mut r = Client::connect(&directkv);
+    // RESP -> memcached: flags 0, a CAS handed out by gets, which a cas then matches.
+    assert_eq!(r.cmd(&["SET", "x:resp", "v1"]), ok());
+    assert_eq!(mc.call("get x:resp\n"), "VALUE x:resp 0 2\r\nv1\r\nEND\r\n");
+    let cas = mc.cas("x:resp");
+    assert_eq!(mc.cas("x:resp"), cas, "a second gets gives the same CAS");
+    assert_eq!(
+        mc.call(&format!("cas x:resp 3 0 2 {cas}\nv2\n")),
+        "STORED\r\n"
+    );
+    assert_eq!(r.cmd(&["GET", "x:resp"]), bulk("v2"));
+    // A RESP write in between makes the CAS a client holds stale, and drops the flags.
+    let cas = mc.cas("x:resp");
+    assert_eq!(r.cmd(&["SET", "x:resp", "v3"]), ok());
+    assert_eq!(
+        mc.call(&format!("cas x:resp 0 0 2 {cas}\nv4\n")),
+        "EXISTS\r\n"
+    );
+    assert_eq!(mc.call("get x:resp\n"), "VALUE x:resp 0 2\r\nv3\r\nEND\r\n");
+    // memcached -> RESP: the value, and the absolute exptime as RESP's deadline.
+    assert_eq!(mc.call("set x:mc 5 2000000000 3\nabc\n"), "STORED\r\n");
+    assert_eq!(r.cmd(&["GET", "x:mc"]), bulk("abc"));
+    assert_eq!(
+        r.cmd(&["EXPIRETIME", "x:mc"]),
+        Reply::Integer(2_000_000_000)
+    );
+    // A deadline change over RESP keeps flags; a value change over RESP drops them.
+    assert_eq!(
+        r.cmd(&["EXPIREAT", "x:mc", "1999999999"]),
+        Reply::Integer(1)
+    );
+    let got = mc.call("mg x:mc f v t\n");
+    assert!(got.starts_with("VA 3 f5 t"), "{got:?}");
+    assert_eq!(r.cmd(&["APPEND", "x:mc", "d"]), Reply::Integer(4));
+    assert_eq!(mc.call("get x:mc\n"), "VALUE x:mc 0 4\r\nabcd\r\nEND\r\n");
+    // touch over memcached is RESP's deadline; 0 removes it.
+    assert_eq!(mc.call("touch x:mc 2000000000\n"), "TOUCHED\r\n");
+    assert_eq!(
+        r.cmd(&["EXPIRETIME", "x:mc"]),
+        Reply::Integer(2_000_000_000)
+    );
+    assert_eq!(mc.call("touch x:mc 0\n"), "TOUCHED\r\n");
+    assert_eq!(r.cmd(&["TTL", "x:mc"]), Reply::Integer(-1));
+    // Counters both ways.
+    assert_eq!(r.cmd(&["SET", "x:n", "10"]), ok());
+    assert_eq!(mc.call("incr x:n 5\n"), "15\r\n");
+    assert_eq!(r.cmd(&["INCR", "x:n"]), Reply::Integer(16));
+    assert_eq!(mc.call("decr x:n 20\n"), "0\r\n");
+    // memcached writes a shorter result in place, padded with spaces.
+    assert_eq!(r.cmd(&["GET", "x:n"]), bulk("0 "));
+    // Expired at once (negative exptime, a past Unix time): gone for RESP too.
+    assert_eq!(mc.call("set x:gone 0 -1 1\nx\n"), "STORED\r\n");
+    assert_eq!(mc.call("set x:past 0 1000000000 1\nx\n"), "STORED\r\n");
+    assert_eq!(r.cmd(&["EXISTS", "x:gone", "x:past"]), Reply::Integer(0));
+    // Deletes both ways.
+    assert_eq!(mc.call("delete x:resp\n"), "DELETED\r\n");
+    assert_eq!(r.cmd(&["GET", "x:resp"]), Reply::Bulk(None));
+    assert_eq!(r.cmd(&["DEL", "x:mc"]), Reply::Integer(1));
+    assert_eq!(mc.call("get x:mc\n"), "END\r\n");
+    // flush_all empties RESP's keyspace, FLUSHALL memcached's.
+    assert_eq!(mc.call("set x:a 0 0 1\na\n"), "STORED\r\n");
+    assert_eq!(mc.call("flush_all\n"), "OK\r\n");
+    assert_eq!(r.cmd(&["DBSIZE"]), Reply::Integer(0));
+    assert_eq!(mc.call("set x:b 0 0 1\nb\n"), "STORED\r\n");
+    let cas = mc.cas("x:b");
+    assert_eq!(r.cmd(&["FLUSHALL"]), ok());
+    assert_eq!(mc.call("get x:b\n"), "END\r\n");
+    // A CAS from before a flush never matches an item written after it.
+    assert_eq!(mc.call("set x:b 0 0 1\nc\n"), "STORED\r\n");
+    assert_eq!(mc.call(&format!("cas x:b 0 0 1 {cas}\nd\n")), "EXISTS\r\n");
+}
