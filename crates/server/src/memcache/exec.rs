@@ -852,6 +852,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_pending_list_keeps_its_allocation_between_batches() {
+        let mut v: Vec<Pending<'static>> = Vec::with_capacity(64);
+        let ptr = v.as_ptr() as usize;
+        let buf = b"x".to_vec();
+        let mut borrowed: Vec<Pending<'_>> = recycle(std::mem::take(&mut v));
+        borrowed.push(Pending::Line(b"OK\r\n"));
+        borrowed.push(Pending::Get {
+            keys: directkv_proto::memcache::Keys::from_words(&buf),
+            cas: false,
+            touch: false,
+            first: 0,
+        });
+        borrowed.clear();
+        let back: Vec<Pending<'static>> = recycle(borrowed);
+        assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
+        // Small enough that a batch of 1024 requests holds a few hundred KiB at most.
+        assert!(
+            size_of::<Pending<'static>>() <= 256,
+            "{}",
+            size_of::<Pending<'static>>()
+        );
+    }
+
+    #[test]
     fn exptimes_become_memcacheds_deadlines() {
         let now = 1_700_000_000_000;
         assert_eq!(deadline(0, now), NO_DEADLINE);
