@@ -129,6 +129,7 @@ fn memcache_blocks_max(
     need: &mut [u32; CLASS_COUNT_MAX],
 ) -> Result<(), OpError> {
     use crate::op::mc::{StoreArgs, StoreMode};
+    crate::memcache::validate_args(op)?;
     let current = |acc: &mut crate::index::Access| {
         let h = crate::hash::key_hash(op.key);
         acc.clear();

@@ -73,25 +73,20 @@ fn take_cas(given: u64, cas: u64) -> u64 {
     }
 }
 
-/// Checks a memcache operation's arguments (`apply::validate_value`); returns the length of
-/// the value it carries to store, if any. Out of line: `validate` runs for every operation of
-/// the GET/PUT windows (inlined, it cost PUT 5 instructions per operation, callgrind).
-#[inline(never)]
-pub(crate) fn validate_args(op: &Op) -> Result<usize, OpError> {
+/// Checks a memcache operation's arguments (the length of `McStore`'s data is checked with the
+/// other values' by `apply::validate_value`): run first by `apply_mc`, and by `atomic.rs` before
+/// an all-or-nothing batch.
+pub(crate) fn validate_args(op: &Op) -> Result<(), OpError> {
     let ok = match op.kind {
         OpKind::McGet => opt_u64(op.arg).is_some() && matches!(op.arg2, [] | [0] | [1]),
-        OpKind::McStore => {
-            return StoreArgs::decode(op.arg2)
-                .map(|_| op.arg.len())
-                .ok_or(OpError::BadMcArgs)
-        }
+        OpKind::McStore => StoreArgs::decode(op.arg2).is_some(),
         OpKind::McDelete => opt_u64(op.arg).is_some(),
         OpKind::McArith => ArithArgs::decode(op.arg2).is_some(),
         OpKind::McTouch => op.arg.len() == 8,
         _ => true,
     };
     if ok {
-        Ok(0)
+        Ok(())
     } else {
         Err(OpError::BadMcArgs)
     }
@@ -111,6 +106,9 @@ pub(crate) fn apply_mc(
 ) -> (Status, Effect) {
     let reply = !op.no_return;
     let bad = (Status::Error(OpError::BadMcArgs), Effect::Keep);
+    if validate_args(op).is_err() {
+        return bad;
+    }
     match op.kind {
         OpKind::McGet => {
             let Some(v) = cur else {

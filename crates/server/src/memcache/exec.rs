@@ -15,7 +15,7 @@
 //! non-numeric value`). `noreply` and meta `q` drop the status lines memcached drops; a
 //! `SERVER_ERROR` is always sent, as memcached's `out_errstring` does.
 //!
-//! Meta flags served: b c f k O q s t v T N (mg: vivify on miss, `W`) E I M C F J D, and h l
+//! The meta commands' answers are rendered by `meta.rs`. Meta flags served: b c f k O q s t v T N (mg: vivify on miss, `W`) E I M C F J D, and h l
 //! as memcached answers them for an item never hit (`h0`, `l0`: directkv keeps no access
 //! time). Not kept: the stale and win states (`I` marks nothing stale: md I deletes, ms I is
 //! ignored; no `X` or `Z`). `ma T` is ignored (the arithmetic keeps the deadline).
@@ -23,12 +23,11 @@
 use directkv_engine::mc::{self, ArithArgs, ItemMeta, StoreArgs};
 use directkv_engine::{Op, OpError, Status, NO_DEADLINE};
 use directkv_proto::memcache::{
-    write_client_error, write_error, write_meta_end, write_meta_flag, write_meta_flag_number,
-    write_meta_status, write_meta_value_header, write_number, write_server_error, write_status,
-    write_value, Keys, MemcacheError, MetaFlags, MetaKey, MetaStatus, Request, Status as Word,
-    StoreMode, KEY_BYTES_MAX,
+    write_client_error, write_error, write_number, write_server_error, write_status, write_value,
+    Keys, MemcacheError, MetaFlags, MetaKey, Request, Status as Word, StoreMode, KEY_BYTES_MAX,
 };
 
+use super::meta;
 use super::stats::{Tally, C};
 use crate::shard::dispatch::{self, Plan};
 use crate::shard::ShardCtx;
@@ -42,7 +41,7 @@ const EXPIRED: u64 = 1;
 /// The engine deadline (ms since the Unix epoch, `NO_DEADLINE` = none) of a memcached
 /// exptime read at `now_ms`: 0 none; up to 30 days, seconds from now; beyond, a Unix time in
 /// seconds; negative, or a Unix time already past, expired at once.
-pub(crate) fn deadline(exptime: i32, now_ms: u64) -> u64 {
+pub(super) fn deadline(exptime: i32, now_ms: u64) -> u64 {
     let e = i64::from(exptime);
     if e == 0 {
         NO_DEADLINE
@@ -72,7 +71,7 @@ fn compare(unique: u64) -> u64 {
 }
 
 /// Seconds left before `deadline` as memcached's `t` flag shows them (-1: none).
-fn ttl_secs(deadline: u64, now_ms: u64) -> i64 {
+pub(super) fn ttl_secs(deadline: u64, now_ms: u64) -> i64 {
     if deadline == NO_DEADLINE {
         -1
     } else {
@@ -467,7 +466,7 @@ fn status_line(out: &mut Vec<u8>, noreply: bool, word: Word) {
 
 /// The error line of an engine error, as memcached words it; `None` for a client error that
 /// `noreply` silences (memcached's `out_string`), after writing nothing.
-fn engine_error(out: &mut Vec<u8>, e: OpError, noreply: bool, tally: &mut Tally) {
+pub(super) fn engine_error(out: &mut Vec<u8>, e: OpError, noreply: bool, tally: &mut Tally) {
     match e {
         OpError::OutOfMemory => {
             tally.add(C::StoreNoMemory, 1);
@@ -494,7 +493,7 @@ fn engine_error(out: &mut Vec<u8>, e: OpError, noreply: bool, tally: &mut Tally)
     }
 }
 
-fn u64_at(data: &[u8], at: usize) -> u64 {
+pub(super) fn u64_at(data: &[u8], at: usize) -> u64 {
     data.get(at..at + 8)
         .and_then(|b| b.try_into().ok())
         .map_or(0, u64::from_le_bytes)
@@ -616,240 +615,50 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             op,
             vivify,
             before,
-        } => render_meta_get(key, flags, plan, (op, vivify, before), now, tally, out),
-        Pending::MetaSet { key, flags, op } => match plan.result(op) {
-            (Status::Ok, data) => {
-                tally.add(C::TotalItems, 1);
-                if flags.quiet() {
-                    return;
-                }
-                write_meta_status(out, MetaStatus::Header);
-                let meta = ItemMeta {
-                    cas: u64_at(data, 0),
-                    ..ItemMeta::default()
-                };
-                return_flags(out, key, flags, Some((&meta, 0)), now);
-                write_meta_end(out, None);
-            }
-            (Status::Error(e), _) => engine_error(out, e, false, tally),
-            (status, _) => {
-                let s = match status {
-                    Status::NotStored => MetaStatus::NotStored,
-                    Status::CasMismatch => {
-                        tally.add(C::CasBadval, 1);
-                        MetaStatus::Exists
-                    }
-                    _ => MetaStatus::NotFound,
-                };
-                write_meta_status(out, s);
-                return_flags_ms(out, key, flags, None, now, true);
-                write_meta_end(out, None);
-            }
-        },
+        } => meta::get(key, flags, plan, (op, vivify, before), now, tally, out),
+        Pending::MetaSet { key, flags, op } => {
+            meta::set(key, flags, plan.result(op), now, tally, out)
+        }
         Pending::MetaDelete { key, flags, op } => {
-            let s = match plan.result(op).0 {
-                Status::Ok => {
-                    tally.add(C::DeleteHits, 1);
-                    if flags.quiet() {
-                        return;
-                    }
-                    MetaStatus::Header
-                }
-                Status::CasMismatch => MetaStatus::Exists,
-                Status::Error(e) => return engine_error(out, e, false, tally),
-                _ => {
-                    tally.add(C::DeleteMisses, 1);
-                    MetaStatus::NotFound
-                }
-            };
-            write_meta_status(out, s);
-            return_flags(out, key, flags, None, now);
-            write_meta_end(out, None);
+            meta::delete(key, flags, plan.result(op).0, now, tally, out)
         }
         Pending::MetaArith {
             key,
             flags,
             op,
             read,
-        } => render_meta_arith(key, flags, plan, op, read, now, tally, out),
-        Pending::MetaDebug { key, op } => match plan.result(op) {
-            (Status::Ok, data) => {
-                let (value, meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
-                out.extend_from_slice(b"ME ");
-                out.extend_from_slice(key.raw());
-                let line = format!(
-                    " exp={} la=0 cas={} fetch=no cls=1 size={}\r\n",
-                    ttl_secs(meta.deadline, now),
-                    meta.cas,
-                    value.len()
-                );
-                out.extend_from_slice(line.as_bytes());
-            }
-            _ => out.extend_from_slice(b"EN\r\n"),
-        },
-    }
-}
-
-/// The return flags of a meta reply, in the order asked: `item` is the item's meta and its
-/// value length when the reply is about an item (hit), None on a miss or a refusal (then only
-/// `k`, `b` and `O` are echoed, as memcached does, and `c0` for a refused `ms`).
-fn return_flags(
-    out: &mut Vec<u8>,
-    key: MetaKey<'_>,
-    flags: MetaFlags<'_>,
-    item: Option<(&ItemMeta, usize)>,
-    now: u64,
-) {
-    return_flags_ms(out, key, flags, item, now, false)
-}
-
-fn return_flags_ms(
-    out: &mut Vec<u8>,
-    key: MetaKey<'_>,
-    flags: MetaFlags<'_>,
-    item: Option<(&ItemMeta, usize)>,
-    now: u64,
-    refused_ms: bool,
-) {
-    for (letter, token) in flags.iter() {
-        match (letter, item) {
-            (b'c', None) if refused_ms => write_meta_flag_number(out, b'c', 0),
-            (b'k', _) => {
-                write_meta_flag(out, b'k', key.raw());
-                if key.is_base64() {
-                    write_meta_flag(out, b'b', b"");
-                }
-            }
-            (b'O', _) => write_meta_flag(out, b'O', token),
-            (b'c', Some((m, _))) => write_meta_flag_number(out, b'c', m.cas as i64),
-            (b'f', Some((m, _))) => write_meta_flag_number(out, b'f', i64::from(m.flags)),
-            (b's', Some((_, len))) => write_meta_flag_number(out, b's', len as i64),
-            (b't', Some((m, _))) => write_meta_flag_number(out, b't', ttl_secs(m.deadline, now)),
-            (b'h' | b'l', Some(_)) => write_meta_flag_number(out, letter, 0),
-            _ => {}
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn render_meta_get(
-    key: MetaKey<'_>,
-    flags: MetaFlags<'_>,
-    plan: &Plan,
-    (op, vivify, before): (usize, Option<usize>, Option<usize>),
-    now: u64,
-    tally: &mut Tally,
-    out: &mut Vec<u8>,
-) {
-    let (value, meta, won) = match plan.result(op) {
-        (Status::Ok, data) => {
-            tally.add(C::GetHits, 1);
-            let (value, mut meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
-            if let Some((Status::Ok, d)) = before.map(|b| plan.result(b)) {
-                meta.deadline = mc::split_get(d).map_or(meta.deadline, |(_, m)| m.deadline);
-            }
-            (value, meta, false)
-        }
-        (Status::Error(e), _) => return engine_error(out, e, false, tally),
-        _ => {
-            tally.add(C::GetMisses, 1);
-            match vivify.map(|v| plan.result(v)) {
-                // The miss created an empty item: this client won the right to fill it.
-                Some((Status::Ok, data)) => {
-                    let meta = ItemMeta {
-                        flags: 0,
-                        cas: u64_at(data, 0),
-                        deadline: deadline(flags.vivify_ttl.unwrap_or(0), now),
-                    };
-                    (&[][..], meta, true)
-                }
-                _ => {
-                    if !flags.quiet() {
-                        write_meta_status(out, MetaStatus::Miss);
-                        return_flags(out, key, flags, None, now);
-                        write_meta_end(out, None);
-                    }
-                    return;
-                }
-            }
-        }
-    };
-    let with_value = flags.has(b'v');
-    if with_value {
-        write_meta_value_header(out, value.len());
-    } else {
-        write_meta_status(out, MetaStatus::Header);
-    }
-    return_flags(out, key, flags, Some((&meta, value.len())), now);
-    if won {
-        write_meta_flag(out, b'W', b"");
-    }
-    write_meta_end(out, with_value.then_some(value));
-}
-
-#[allow(clippy::too_many_arguments)]
-fn render_meta_arith(
-    key: MetaKey<'_>,
-    flags: MetaFlags<'_>,
-    plan: &Plan,
-    op: usize,
-    read: Option<usize>,
-    now: u64,
-    tally: &mut Tally,
-    out: &mut Vec<u8>,
-) {
-    let incr = !matches!(flags.mode, Some(b'D' | b'-'));
-    let (hit, miss) = if incr {
-        (C::IncrHits, C::IncrMisses)
-    } else {
-        (C::DecrHits, C::DecrMisses)
-    };
-    match plan.result(op) {
-        (Status::Ok, data) => {
-            tally.add(hit, 1);
-            if flags.quiet() {
-                return;
-            }
-            let number = u64_at(data, 0);
-            let deadline = match read.map(|r| plan.result(r)) {
-                Some((Status::Ok, d)) => mc::split_get(d).map_or(NO_DEADLINE, |(_, m)| m.deadline),
-                _ => NO_DEADLINE,
-            };
-            let meta = ItemMeta {
-                flags: 0,
-                cas: u64_at(data, 8),
-                deadline,
-            };
-            let mut digits = Vec::new();
-            write_number(&mut digits, number);
-            digits.truncate(digits.len() - 2);
-            let with_value = flags.has(b'v');
-            if with_value {
-                write_meta_value_header(out, digits.len());
-            } else {
-                write_meta_status(out, MetaStatus::Header);
-            }
-            return_flags(out, key, flags, Some((&meta, digits.len())), now);
-            write_meta_end(out, with_value.then_some(&digits[..]));
-        }
-        (Status::Error(e), _) => engine_error(out, e, false, tally),
-        (status, _) => {
-            let s = if status == Status::CasMismatch {
-                MetaStatus::Exists
-            } else {
-                tally.add(miss, 1);
-                MetaStatus::NotFound
-            };
-            write_meta_status(out, s);
-            return_flags(out, key, flags, None, now);
-            write_meta_end(out, None);
-        }
+        } => meta::arith(key, flags, plan, op, read, now, tally, out),
+        Pending::MetaDebug { key, op } => meta::debug(key, plan.result(op), now, out),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pending_list_keeps_its_allocation_between_batches() {
+        let mut v: Vec<Pending<'static>> = Vec::with_capacity(64);
+        let ptr = v.as_ptr() as usize;
+        let buf = b"x".to_vec();
+        let mut borrowed: Vec<Pending<'_>> = recycle(std::mem::take(&mut v));
+        borrowed.push(Pending::Line(b"OK\r\n"));
+        borrowed.push(Pending::Get {
+            keys: directkv_proto::memcache::Keys::from_words(&buf),
+            cas: false,
+            touch: false,
+            first: 0,
+        });
+        borrowed.clear();
+        let back: Vec<Pending<'static>> = recycle(borrowed);
+        assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
+        // Small enough that a batch of 1024 requests holds a few hundred KiB at most.
+        assert!(
+            size_of::<Pending<'static>>() <= 256,
+            "{}",
+            size_of::<Pending<'static>>()
+        );
+    }
 
     #[test]
     fn exptimes_become_memcacheds_deadlines() {

@@ -8,6 +8,7 @@
 //!    └─ exec.rs  each request ──> engine ops (op::mc kinds) in one dispatch::Plan
 //!                ──dispatch::execute (ShardCtx::execute, the one door; other shards over
 //!                their queues)──> replies rendered in request order (noreply, meta q, mn)
+//!       meta.rs    the answers of mg, ms, md, ma, me: status, return flags, value
 //!       stats.rs   `stats`, `stats settings|items|slabs|conns`: from COUNTERS' atomics and
 //!                  the shards' engine reports
 //!       flush.rs   `flush_all [delay]`: now, or by a timer task that flushes through the door
@@ -37,6 +38,7 @@
 pub(crate) mod conn;
 pub(crate) mod exec;
 pub(crate) mod flush;
+mod meta;
 pub(crate) mod stats;
 
 use std::net::TcpListener;
