@@ -104,6 +104,10 @@ pub struct ServeFlags {
     /// Share of the arena eviction keeps free (default 0.01, at most 0.5).
     #[arg(long)]
     eviction_watermark: Option<f64>,
+    /// memcached's text and meta protocols on this TCP port, same bind address (default
+    /// 11211; 0 = off).
+    #[arg(long)]
+    memcache_port: Option<u16>,
     /// Main buckets of a shard's index one step of SCAN, KEYS or RANDOMKEY visits before the
     /// shard serves its other requests (default 65536, at most 16777216).
     #[arg(long)]
@@ -221,19 +225,23 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     if let Some(w) = f.eviction_watermark {
         cfg.eviction_watermark = w;
     }
+    if let Some(p) = f.memcache_port {
+        cfg.memcache_port = p;
+    }
     if let Some(n) = f.scan_step_buckets {
         cfg.scan_step_buckets = n;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
         std::io::stderr(),
-        "directkv {} serving RESP and native on {} (native UDP {}, metrics {}, OCSM {} {}) with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (native UDP {}, metrics {}, OCSM {} {}, memcached {}) with {} shards and {} bytes of memory",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
         if server.udp_addr().is_some() { "on" } else { "off" },
         server.metrics_addr().map_or("off".to_string(), |a| a.to_string()),
         server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.ocsm_path.name(),
+        server.memcache_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.shard_count(),
         cfg.memory_bytes
     );

@@ -85,6 +85,9 @@ pub(crate) fn write_blocks(
 ) -> Result<(), OpError> {
     // A write that may keep or set a deadline may need a record where it would be inline
     // without one (`index/record.rs`), so those count a record's block.
+    if op.kind.is_memcache() {
+        return memcache_blocks_max(table, limits, op, acc, need);
+    }
     let (vlen, deadline) = match op.kind {
         OpKind::Put | OpKind::PutNx | OpKind::PutXx => (op.arg.len(), false),
         OpKind::PutExpire => (op.arg.len(), true),
@@ -110,6 +113,39 @@ pub(crate) fn write_blocks(
         | OpKind::UpdateV2V
         | OpKind::SetRange
         | OpKind::SetBit => (limits.value_len_max, true),
+        k => unreachable!("{k:?} is a memcache kind"),
     };
-    table.write_blocks_max(op.key.len(), vlen, deadline, need)
+    table.write_blocks_max(op.key.len(), vlen, deadline, false, need)
+}
+
+/// `blocks_max` of a memcache operation: the item it writes is a record with meta and room for
+/// a deadline; a store's value is its data (an append's at most `value_len_max`), an incr's at
+/// most the current value's length or 20 digits, a get's or touch's the current value.
+fn memcache_blocks_max(
+    table: &Table,
+    limits: &Limits,
+    op: &Op,
+    acc: &mut crate::index::Access,
+    need: &mut [u32; CLASS_COUNT_MAX],
+) -> Result<(), OpError> {
+    use crate::op::mc::{StoreArgs, StoreMode};
+    crate::memcache::validate_args(op)?;
+    let current = |acc: &mut crate::index::Access| {
+        let h = crate::hash::key_hash(op.key);
+        acc.clear();
+        table.lookup(op.key, h, acc).map(|l| table.value(&l).len())
+    };
+    let vlen = match op.kind {
+        OpKind::McDelete => return Ok(()),
+        OpKind::McStore => match StoreArgs::decode(op.arg2).map(|a| a.mode) {
+            Some(StoreMode::Append | StoreMode::Prepend) => limits.value_len_max,
+            _ => op.arg.len(),
+        },
+        OpKind::McArith => current(acc).unwrap_or(0).max(INCR_VALUE_BYTES_MAX),
+        _ => match current(acc) {
+            Some(n) => n,
+            None => return Ok(()),
+        },
+    };
+    table.write_blocks_max(op.key.len(), vlen, true, true, need)
 }

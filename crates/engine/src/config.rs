@@ -140,7 +140,7 @@ fn storage(kv_bytes: usize, inline: bool) -> (f64, usize) {
         (0.0, INLINE_BYTES_MAX / kv_bytes)
     } else {
         let klen = kv_bytes / 2;
-        let l = record::layout(klen.max(1), kv_bytes - klen.min(kv_bytes), 16, false)
+        let l = record::layout(klen.max(1), kv_bytes - klen.min(kv_bytes), 16, false, false)
             .expect("kv size fits a slab class");
         (class_size_bytes(l.class) as f64, SLOTS)
     }

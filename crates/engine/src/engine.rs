@@ -70,6 +70,8 @@ pub struct Engine {
     /// Keys the last `execute` or `expire_step` removed for their deadline, length-prefixed
     /// (`reclaimed_keys`).
     reclaimed: Vec<u8>,
+    /// The CAS unique the next memcache write takes (`op::mc`): starts at 1, never 0.
+    cas_next: u64,
 }
 
 impl Engine {
@@ -196,6 +198,7 @@ impl Engine {
                 slab_bytes as u64,
             ),
             reclaimed: Vec::new(),
+            cas_next: 1,
         })
     }
 
@@ -207,6 +210,8 @@ impl Engine {
             self.make_room(ops);
             self.take_evicted();
         }
+        let cas_base = self.cas_next;
+        self.cas_next = crate::memcache::cas_after(cas_base, ops.len());
         let mut p = Pipeline {
             table: &mut self.table,
             registry: &self.registry,
@@ -219,6 +224,7 @@ impl Engine {
             stall: self.mode == ExecMode::Stall,
             now: self.now,
             reclaimed: &mut self.reclaimed,
+            cas_base,
         };
         #[cfg(target_arch = "x86_64")]
         if self.wide {
@@ -329,6 +335,19 @@ impl Engine {
 
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// The CAS unique the next operation will take if it is a memcache write (engine state:
+    /// every operation executed takes one number, in request order, used or not, so the same
+    /// operations from the same `cas_next` give the same CAS values, in one batch or one by
+    /// one; `memcache::cas_at`).
+    pub fn cas_next(&self) -> u64 {
+        self.cas_next
+    }
+
+    /// Sets the CAS counter (persistence restores it); 0 is taken as 1 (0 means "no CAS").
+    pub fn set_cas_next(&mut self, next: u64) {
+        self.cas_next = next.max(1);
     }
 
     /// Visits the live key-values (deadline not passed at `now`) of up to `count` main buckets
@@ -469,6 +488,28 @@ impl Engine {
         (self.table.arena().base(), self.table.arena().len())
     }
 
+    /// [`Engine::scan`] with each key's memcache view: `visit(key, value, meta)`, whose
+    /// `deadline` is the key's and whose `flags` and `cas` are 0 for a key without item meta
+    /// (written by the RESP or native operations).
+    pub fn scan_items(
+        &self,
+        cursor: u64,
+        count: u64,
+        mut visit: impl FnMut(&[u8], &[u8], crate::op::mc::ItemMeta),
+    ) -> u64 {
+        let now = self.now;
+        self.table.scan_items(cursor, count, |k, v, d, m| {
+            if !crate::expiry::expired(d, now) {
+                let meta = crate::op::mc::ItemMeta {
+                    flags: m.flags,
+                    cas: m.cas,
+                    deadline: d,
+                };
+                visit(k, v, meta)
+            }
+        })
+    }
+
     /// Calls `f(key, value)` for every stored key-value, expired ones included.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
         self.table.for_each(|k, v, _| f(k, v))
@@ -484,7 +525,20 @@ impl Engine {
     /// Arena bytes a key-value of these lengths, with a deadline or not, takes in this engine
     /// (`Table::footprint_bytes`).
     pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
-        self.table.footprint_bytes(klen, vlen, deadline)
+        self.table.footprint_bytes(klen, vlen, deadline, false)
+    }
+
+    #[doc(hidden)]
+    /// [`Engine::footprint_bytes`] of an item with memcached's flags and CAS (`meta`) or not:
+    /// such an item is always a record, with 12 more header bytes.
+    pub fn item_footprint_bytes(
+        &self,
+        klen: usize,
+        vlen: usize,
+        deadline: bool,
+        meta: bool,
+    ) -> usize {
+        self.table.footprint_bytes(klen, vlen, deadline, meta)
     }
 
     pub fn check_invariants(&self) {

@@ -47,6 +47,9 @@ pub enum OpError {
     /// The deadline arguments of an expiry operation are malformed (`op::expire_args`).
     #[error("deadline arguments must be a u64 LE deadline and a condition byte of bits 0..=3 (9 bytes), or for get_ex 0 or 8 bytes")]
     BadDeadline,
+    /// The arguments of a memcache operation are malformed (`op::mc`'s encodings).
+    #[error("memcache operation arguments are malformed (see op::mc)")]
+    BadMcArgs,
 }
 
 impl OpError {
@@ -71,6 +74,7 @@ impl OpError {
             OpError::NanOrInfinity => 16,
             OpError::ReplyTooLarge { .. } => 17,
             OpError::BadDeadline => 18,
+            OpError::BadMcArgs => 19,
         }
     }
 }

@@ -47,6 +47,7 @@ pub mod evict;
 pub mod expiry;
 pub mod hash;
 mod index;
+mod memcache;
 mod op;
 pub mod ops;
 mod pipeline;
@@ -62,8 +63,9 @@ pub use evict::{EvictionPolicy, EVICTION_WATERMARK_DEFAULT, EVICTION_WATERMARK_M
 pub use hash::key_hash;
 pub use index::record::NO_DEADLINE;
 pub use index::TableCounts;
+pub use memcache::parse_u64 as mc_parse_u64;
 pub use op::{
-    cond, expire_args, parse_expire_args, Op, OpKind, OpResult, Results, Status, KEEP_DEADLINE,
+    cond, expire_args, mc, parse_expire_args, Op, OpKind, OpResult, Results, Status, KEEP_DEADLINE,
     OP_KIND_COUNT,
 };
 pub use ops::{ElemType, FunctionKind, FunctionRegistry, UserFunction};

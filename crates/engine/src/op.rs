@@ -65,9 +65,21 @@ pub enum OpKind {
     SetRange = 19,
     /// Sets bit `arg` (u64 LE) to `arg2` ([0] or [1]) (Redis SETBIT); replies the old bit.
     SetBit = 20,
+    /// memcached's get/gets/gat/gats/mg, with the item's flags and CAS (`op::mc`).
+    McGet = 21,
+    /// memcached's set/add/replace/append/prepend/cas/ms (`op::mc::StoreArgs`).
+    McStore = 22,
+    /// memcached's delete/md, with an optional CAS to compare.
+    McDelete = 23,
+    /// memcached's incr/decr/ma on a decimal u64 (`op::mc::ArithArgs`).
+    McArith = 24,
+    /// memcached's touch: sets the deadline, keeps the value, flags and CAS.
+    McTouch = 25,
 }
 
-pub const OP_KIND_COUNT: usize = 21;
+pub const OP_KIND_COUNT: usize = 26;
+
+pub mod mc;
 
 /// A deadline that says "keep the key's current deadline" (`OpKind::PutExpire`, KEEPTTL).
 pub const KEEP_DEADLINE: u64 = u64::MAX;
@@ -130,6 +142,11 @@ impl OpKind {
         OpKind::GetEx,
         OpKind::SetRange,
         OpKind::SetBit,
+        OpKind::McGet,
+        OpKind::McStore,
+        OpKind::McDelete,
+        OpKind::McArith,
+        OpKind::McTouch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -155,6 +172,11 @@ impl OpKind {
             OpKind::GetEx => "get_ex",
             OpKind::SetRange => "set_range",
             OpKind::SetBit => "set_bit",
+            OpKind::McGet => "mc_get",
+            OpKind::McStore => "mc_store",
+            OpKind::McDelete => "mc_delete",
+            OpKind::McArith => "mc_arith",
+            OpKind::McTouch => "mc_touch",
         }
     }
 
@@ -162,7 +184,13 @@ impl OpKind {
         OpKind::ALL.get(c as usize).copied()
     }
 
-    /// True for operations that may change the store.
+    /// True for the memcache kinds (`op::mc`), which the native protocol does not carry.
+    pub fn is_memcache(self) -> bool {
+        self as u8 >= OpKind::McGet as u8
+    }
+
+    /// True for operations that may change the store (`McGet` may: a touch, or giving an
+    /// entry a CAS for `gets`).
     pub fn writes(self) -> bool {
         !matches!(
             self,
@@ -332,6 +360,44 @@ impl<'a> Op<'a> {
             ..Op::new(OpKind::GetEx, key)
         }
     }
+    /// memcached get: `touch` empty or `mc::touch_arg(deadline)`; `want_cas` empty or
+    /// `&mc::WANT_CAS`.
+    pub fn mc_get(key: &'a [u8], touch: &'a [u8], want_cas: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: touch,
+            arg2: want_cas,
+            ..Op::new(OpKind::McGet, key)
+        }
+    }
+    /// memcached store: `args` from `mc::StoreArgs::encode`.
+    pub fn mc_store(key: &'a [u8], data: &'a [u8], args: &'a [u8; mc::STORE_ARGS_BYTES]) -> Op<'a> {
+        Op {
+            arg: data,
+            arg2: args,
+            ..Op::new(OpKind::McStore, key)
+        }
+    }
+    /// memcached delete: `compare_cas` empty or `mc::u64_arg(cas)`.
+    pub fn mc_delete(key: &'a [u8], compare_cas: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: compare_cas,
+            ..Op::new(OpKind::McDelete, key)
+        }
+    }
+    /// memcached incr/decr: `args` from `mc::ArithArgs::encode`.
+    pub fn mc_arith(key: &'a [u8], args: &'a [u8; mc::ARITH_ARGS_BYTES]) -> Op<'a> {
+        Op {
+            arg2: args,
+            ..Op::new(OpKind::McArith, key)
+        }
+    }
+    /// memcached touch: `deadline` from `mc::u64_arg`.
+    pub fn mc_touch(key: &'a [u8], deadline: &'a [u8; 8]) -> Op<'a> {
+        Op {
+            arg: deadline,
+            ..Op::new(OpKind::McTouch, key)
+        }
+    }
     pub fn no_return(self) -> Op<'a> {
         Op {
             no_return: true,
@@ -431,6 +497,7 @@ impl Results {
 
     /// Starts a batch of `n` operations whose data may total `bytes_max` bytes (at most
     /// `u32::MAX`, checked when the engine is built).
+    #[inline]
     pub(crate) fn reset(&mut self, n: usize, bytes_max: usize) {
         debug_assert!(bytes_max <= u32::MAX as usize);
         let bytes_max = match self.bytes_cap {

@@ -11,8 +11,8 @@
 //! A panic while serving a connection ends only that connection: `shard::panics::contain`
 //! catches it, and the connection's slot is released as on any other close.
 //!
-//! A new protocol on the same port (memcached's text protocol starts with ASCII too, so it
-//! would rather get a port of its own) is one more arm of the sniff.
+//! memcached's text protocol starts with ASCII too, so it has a port of its own: its acceptor
+//! marks its connections `Protocol::Memcache`, and they skip the sniff.
 //!
 //! Out of file descriptors, the acceptor refuses clients with an error line rather than spin
 //! (`files.rs`), and every read of a connection's input goes through `read_more`, which closes
@@ -39,18 +39,31 @@ pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
 /// waits for its next request; past it the buffer is shrunk to `READ_CHUNK_BYTES`.
 pub(crate) const IDLE_BUFFER_BYTES_MAX: usize = 4 * READ_CHUNK_BYTES;
 
-/// Starts the acceptor thread: every accepted connection goes to the next shard in turn,
+/// What a listener's connections speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// The main port: native or RESP, told apart by the first byte.
+    Sniff,
+    /// memcached's port: its text and meta protocols (`memcache/`).
+    Memcache,
+}
+
+/// Starts an acceptor thread (one per listening port): every accepted connection goes to the next shard in turn,
 /// until `stop` turns true (the server wakes the blocking accept with a connection of its own).
 /// Out of file descriptors, it refuses clients with an error line instead of spinning
 /// (`files::Exhausted`).
 pub(crate) fn spawn_acceptor(
     listener: TcpListener,
+    protocol: Protocol,
     shards: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
     stats: Arc<ServerStats>,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name("acceptor".into())
+        .name(match protocol {
+            Protocol::Sniff => "acceptor".into(),
+            Protocol::Memcache => "memcache-acceptor".into(),
+        })
         .spawn(move || {
             let mut next = 0usize;
             let mut exhausted = crate::files::Exhausted::new();
@@ -70,6 +83,7 @@ pub(crate) fn spawn_acceptor(
                 let incoming = Incoming {
                     stream,
                     authenticated: false,
+                    protocol,
                 };
                 let _ = shards[next % shards.len()].send(incoming);
                 next += 1;
@@ -107,12 +121,18 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
     let Incoming {
         stream,
         authenticated,
+        protocol,
     } = incoming;
     let stats = ctx.stats.clone();
     if stats.connections.load(Ordering::Relaxed) >= stats.live.connections_max() {
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         let mut s = stream;
-        let _ = std::io::Write::write_all(&mut s, b"-ERR max number of clients reached\r\n");
+        let refusal: &[u8] = match protocol {
+            Protocol::Sniff => b"-ERR max number of clients reached\r\n",
+            // memcached's words when it is out of connections.
+            Protocol::Memcache => b"ERROR Too many open connections\r\n",
+        };
+        let _ = std::io::Write::write_all(&mut s, refusal);
         return;
     }
     stats.connection_opened();
@@ -131,7 +151,7 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
             let _ = s.set_nodelay(true);
             let served = async {
                 tokio::select! {
-                    _ = sniff(&ctx, s, authenticated, &client) => {}
+                    _ = sniff(&ctx, s, authenticated, protocol, &client) => {}
                     _ = stop.changed() => {}
                     _ = client.closing() => {}
                 }
@@ -144,7 +164,15 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
 }
 
 /// Reads the first bytes and runs the protocol they belong to.
-async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool, client: &ClientHandle) {
+async fn sniff(
+    ctx: &ShardCtx,
+    mut s: TcpStream,
+    authenticated: bool,
+    protocol: Protocol,
+    client: &ClientHandle,
+) {
+    // memcached counts a connection from its accept (`curr_connections`).
+    let _memcache_open = (protocol == Protocol::Memcache).then(|| ctx.stats.memcache.connection());
     // A new connection holds no buffer until it has sent something (or closed): a flood of
     // connections that never speak costs the server their sockets, not 64 KiB each (the
     // issue 19 soak's 10 000 silent connections held 75 KiB of RSS apiece in recycled heap).
@@ -159,7 +187,9 @@ async fn sniff(ctx: &ShardCtx, mut s: TcpStream, authenticated: bool, client: &C
         Ok(0) | Err(_) => return,
         Ok(_) => ctx.activity.touch(),
     }
-    if directkv_proto::native::is_native(input[0]) {
+    if protocol == Protocol::Memcache {
+        crate::memcache::conn::serve(ctx, s, input, client).await;
+    } else if directkv_proto::native::is_native(input[0]) {
         crate::native::conn::serve(ctx, s, input, authenticated, client).await;
     } else {
         crate::resp::conn::serve(ctx, s, input, authenticated, client).await;

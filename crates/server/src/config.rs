@@ -108,6 +108,10 @@ pub const SCAN_STEP_BUCKETS_MAX: usize = 1 << 24;
 /// times the key's per key, so the pattern is bounded like the key (twice `key_len_max`'s
 /// default with every byte escaped, and room for stars).
 pub const MATCH_PATTERN_BYTES_MAX_DEFAULT: usize = 1024;
+/// memcached's port (issue 21): the text and meta protocols on a TCP port of their own, on
+/// the RESP port's bind address (0 turns it off). While `port` is 0 (tests), this default
+/// also becomes 0 (an ephemeral port), so servers started side by side never take 11211.
+pub const MEMCACHE_PORT_DEFAULT: u16 = 11211;
 
 /// `Serialize`: CONFIG GET shows every setting through it (`resp/cmd/config_cmd.rs`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -223,6 +227,20 @@ pub struct ServerConfig {
     /// a longer one is refused with an error.
     #[serde(deserialize_with = "size")]
     pub match_pattern_bytes_max: usize,
+    /// memcached's text and meta protocols on this TCP port (see `MEMCACHE_PORT_DEFAULT`;
+    /// 0 = off). Values are bounded by `value_len_max`, keys by memcached's 250 bytes.
+    pub memcache_port: u16,
+    /// Longest memcached command line before its `\n`, bytes; a longer one closes the
+    /// connection without a reply, as memcached does (default 2048, memcached's).
+    #[serde(deserialize_with = "size")]
+    pub memcache_line_bytes_max: usize,
+    /// Longest memcached `get`/`gets`/`gat`/`gats` line, bytes (closes the connection too;
+    /// default 1 MiB: memcached has no limit).
+    #[serde(deserialize_with = "size")]
+    pub memcache_get_line_bytes_max: usize,
+    /// Most keys in one memcached retrieval command; more are refused with
+    /// `CLIENT_ERROR too many keys in one get` (default 65536: memcached has no limit).
+    pub memcache_get_keys_max: usize,
 }
 
 impl Default for ServerConfig {
@@ -270,6 +288,10 @@ impl Default for ServerConfig {
             eviction_watermark: directkv_engine::EVICTION_WATERMARK_DEFAULT,
             scan_step_buckets: SCAN_STEP_BUCKETS_DEFAULT,
             match_pattern_bytes_max: MATCH_PATTERN_BYTES_MAX_DEFAULT,
+            memcache_port: MEMCACHE_PORT_DEFAULT,
+            memcache_line_bytes_max: directkv_proto::memcache::LINE_BYTES_MAX_DEFAULT,
+            memcache_get_line_bytes_max: directkv_proto::memcache::GET_LINE_BYTES_MAX_DEFAULT,
+            memcache_get_keys_max: directkv_proto::memcache::GET_KEYS_MAX_DEFAULT,
         }
     }
 }
@@ -412,6 +434,15 @@ impl ServerConfig {
                 self.scan_step_buckets
             ));
         }
+        if self.memcache_line_bytes_max < 64 || self.memcache_get_line_bytes_max < 64 {
+            return Err(
+                "memcache_line_bytes_max and memcache_get_line_bytes_max must be at least 64"
+                    .into(),
+            );
+        }
+        if self.memcache_get_keys_max == 0 {
+            return Err("memcache_get_keys_max must be at least 1".into());
+        }
         Ok(())
     }
 
@@ -444,6 +475,25 @@ impl ServerConfig {
         match self.ocsm_port {
             Some(OCSM_PORT_DEFAULT) if self.port == 0 => Some(0),
             p => p,
+        }
+    }
+
+    /// The memcached port to bind, if any (see `memcache_port`).
+    pub fn memcache_port_effective(&self) -> Option<u16> {
+        match self.memcache_port {
+            0 => None,
+            MEMCACHE_PORT_DEFAULT if self.port == 0 => Some(0),
+            p => Some(p),
+        }
+    }
+
+    /// The memcached codec's limits, from the settings above.
+    pub fn memcache_limits(&self) -> directkv_proto::memcache::MemcacheLimits {
+        directkv_proto::memcache::MemcacheLimits {
+            value_bytes_max: self.value_len_max,
+            line_bytes_max: self.memcache_line_bytes_max,
+            get_line_bytes_max: self.memcache_get_line_bytes_max,
+            get_keys_max: self.memcache_get_keys_max,
         }
     }
 

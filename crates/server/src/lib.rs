@@ -27,6 +27,7 @@
 //!  native/       the native protocol over TCP (conn.rs) and UDP on the same port (udp.rs;
 //!                like OCSM, off while a password is set unless acknowledged: config.rs)
 //!  ocsm/         OCSM over UDP on its own port: three paths sharing one Burst
+//!  memcache/     memcached's text and meta protocols on their own TCP port
 //!  admin/        Prometheus /metrics over HTTP
 //!  stats.rs      ServerStats and COUNTERS, the one table INFO and /metrics render
 //!  config.rs     ServerConfig and its limits, and the configuration file's format
@@ -49,6 +50,7 @@ pub mod config;
 mod files;
 mod live;
 mod log_limit;
+mod memcache;
 mod native;
 pub mod ocsm;
 mod resp;
@@ -73,10 +75,12 @@ pub struct Server {
     metrics_addr: Option<SocketAddr>,
     ocsm_addr: Option<SocketAddr>,
     udp_addr: Option<SocketAddr>,
+    memcache_addr: Option<SocketAddr>,
     stats: Arc<ServerStats>,
     stop_tx: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     acceptor: Option<JoinHandle<()>>,
+    memcache_acceptor: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -88,6 +92,11 @@ impl Server {
         let shards = cfg.shard_count();
         let (listener, udp) = bind_tcp_and_udp(&cfg)?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let memcache_listener = memcache::bind(&cfg)?;
+        let memcache_addr = match &memcache_listener {
+            Some(l) => Some(l.local_addr().map_err(|e| e.to_string())?),
+            None => None,
+        };
         let engine_cfg = shard::engine_config(&cfg, shards);
         let mut engines = Vec::with_capacity(shards);
         for _ in 0..shards {
@@ -193,22 +202,43 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
-        let acceptor = accept::spawn_acceptor(listener, conn_txs, stats.clone(), stop_rx.clone())
-            .map_err(|e| e.to_string())?;
+        let memcache_acceptor = match memcache_listener {
+            Some(l) => Some(
+                accept::spawn_acceptor(
+                    l,
+                    accept::Protocol::Memcache,
+                    conn_txs.clone(),
+                    stats.clone(),
+                    stop_rx.clone(),
+                )
+                .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        let acceptor = accept::spawn_acceptor(
+            listener,
+            accept::Protocol::Sniff,
+            conn_txs,
+            stats.clone(),
+            stop_rx.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         if let Some(soft) = open_files {
             files::check_room(soft, cfg.connections_max);
         }
-        tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, "directkv started");
+        tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, memcache = ?memcache_addr, "directkv started");
         tracing::info!(maxmemory_policy = %cfg.maxmemory_policy, "not done yet: no persistence (a restart loses every key), no LFU eviction; the commands served are listed in docs/commands.md");
         Ok(Server {
             addr,
             metrics_addr,
             ocsm_addr,
             udp_addr,
+            memcache_addr,
             stats,
             stop_tx,
             threads,
             acceptor: Some(acceptor),
+            memcache_acceptor,
         })
     }
 
@@ -229,6 +259,11 @@ impl Server {
     /// Where the native protocol is served over UDP, if enabled (the TCP port's number).
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.udp_addr
+    }
+
+    /// Where memcached's protocols are served, if enabled (`memcache_port`).
+    pub fn memcache_addr(&self) -> Option<SocketAddr> {
+        self.memcache_addr
     }
 
     /// OCSM counters (datagrams, messages, refused datagrams, bursts).
@@ -254,7 +289,13 @@ impl Server {
         if let Some(m) = self.metrics_addr {
             let _ = std::net::TcpStream::connect(m);
         }
+        if let Some(m) = self.memcache_addr {
+            let _ = std::net::TcpStream::connect(m);
+        }
         if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        if let Some(a) = self.memcache_acceptor.take() {
             let _ = a.join();
         }
         for t in self.threads.drain(..) {

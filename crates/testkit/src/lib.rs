@@ -12,6 +12,7 @@
 //! | `raw`     | (always) | raw RESP replies: a frame splitter that does not interpret types, a client returning each reply's bytes |
 //! | `peer`    | (always) | `require_peer`: a missing redis-server, memcached, ... skips, or fails under `DIRECTKV_REQUIRE_PEERS`/`CI` |
 //! | `model`   | `model`  | SPEC section 1 applied one operation at a time to a `HashMap` |
+//! | `mc_model` | `model` | memcache items (flags, CAS, deadline) over `model`, for the engine's memcache tests |
 //! | `server`  | `server` | an in-process server on an ephemeral loopback port, metrics scraping, a tiny RESP client |
 //!
 //! Features keep a crate's tests from building what they do not use: the engine's tests need
@@ -24,6 +25,9 @@ pub mod vectors;
 
 #[cfg(feature = "model")]
 pub mod model;
+
+#[cfg(feature = "model")]
+pub mod mc_model;
 
 #[cfg(feature = "server")]
 pub mod server;

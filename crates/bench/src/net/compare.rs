@@ -37,6 +37,11 @@
 //! compare, since no server is held to one core. directkv then runs with its own defaults too
 //! (one shard per core, the default arena), as redis-server and memcached run with theirs.
 //!
+//! `directkv-memcache` (issue 21) is directkv reached through its memcached port by the same
+//! memcached driver as `memcached` (multi-key `get` batches, `noreply` sets), started as the
+//! other directkv targets; its arena is sized for memcached items, which carry flags and a CAS
+//! (`DIRECTKV_MEMCACHE_ITEM_EXTRA_BYTES`). It is not among the default targets.
+//!
 //! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
 //! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
 //! and the other targets still run.
@@ -58,6 +63,10 @@ pub const LOAD_CPU: usize = 0;
 pub const SERVER_CPU: usize = 1;
 /// The smallest arena directkv is started with, bytes.
 pub const DIRECTKV_MEMORY_MIN_BYTES: u64 = 16 << 20;
+/// What a memcached item costs directkv beyond its key and value, bytes: it is a record (never
+/// inline) with a 2-byte header and 12 bytes of flags and CAS (ARCHITECTURE.md, "memcache
+/// items"); the arena of `directkv-memcache` is sized and tuned with it.
+pub const DIRECTKV_MEMCACHE_ITEM_EXTRA_BYTES: usize = 14;
 /// memcached's item memory per key, bytes, when sizing `-m` (its item header is about 50 bytes
 /// plus key and value, rounded up to a slab class; four times that leaves ample room).
 const MEMCACHED_BYTES_PER_KEY_BUDGET: u64 = 256;
@@ -73,14 +82,18 @@ pub enum TargetKind {
     DirectkvResp,
     Redis,
     Memcached,
+    /// directkv over memcached's text protocol on its memcached port (issue 21): the same
+    /// memcached driver as `Memcached`, started as the other directkv targets.
+    DirectkvMemcache,
 }
 
 impl TargetKind {
-    pub const ALL: [TargetKind; 4] = [
+    pub const ALL: [TargetKind; 5] = [
         TargetKind::DirectkvNative,
         TargetKind::DirectkvResp,
         TargetKind::Redis,
         TargetKind::Memcached,
+        TargetKind::DirectkvMemcache,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -89,6 +102,7 @@ impl TargetKind {
             TargetKind::DirectkvResp => "directkv-resp",
             TargetKind::Redis => "redis",
             TargetKind::Memcached => "memcached",
+            TargetKind::DirectkvMemcache => "directkv-memcache",
         }
     }
 
@@ -111,7 +125,7 @@ impl TargetKind {
             .find(|t| t.name() == s.trim())
             .ok_or_else(|| {
                 format!(
-                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached)"
+                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached, directkv-memcache)"
                 )
             })
     }
@@ -196,6 +210,11 @@ pub fn compare(
             TargetKind::DirectkvNative => Target::Native(server.addr),
             TargetKind::DirectkvResp | TargetKind::Redis => Target::Resp(server.addr),
             TargetKind::Memcached => Target::Memcache(server.addr),
+            TargetKind::DirectkvMemcache => Target::Memcache(
+                server
+                    .memcache_addr()
+                    .ok_or("directkv-memcache: directkv did not report a memcached port")?,
+            ),
         };
         let connected = rt.block_on(run::connect_all(
             target,
@@ -344,12 +363,20 @@ fn start(
 ) -> Result<ServerProcess, String> {
     let data = args.keys * (args.shape.key_size + args.shape.value_size) as u64;
     match kind {
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp if args.server_defaults => {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache
+            if args.server_defaults =>
+        {
             ServerProcess::directkv_serve(&args.directkv_exe, &[], cpu)
         }
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache => {
+            // A memcached item is a record with its flags and CAS: sized and tuned as such.
+            let meta = match kind {
+                TargetKind::DirectkvMemcache => DIRECTKV_MEMCACHE_ITEM_EXTRA_BYTES,
+                _ => 0,
+            };
+            let kv = args.shape.key_size + args.shape.value_size + meta;
+            let data = args.keys * kv as u64;
             let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
-            let kv = args.shape.key_size + args.shape.value_size;
             let u = args.utilization.min(0.95);
             ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), kv, u, cpu)
         }
@@ -364,7 +391,7 @@ fn start(
 /// The server's version line, for the report (best effort).
 fn version(kind: TargetKind) -> String {
     let (program, flag) = match kind {
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp => {
+        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache => {
             return env!("CARGO_PKG_VERSION").to_string()
         }
         TargetKind::Redis => ("redis-server", "--version"),

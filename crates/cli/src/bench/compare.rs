@@ -20,7 +20,8 @@ pub struct CompareFlags {
     /// there (1.2 at 0.5), and over the network the server's cost per operation is the same.
     #[arg(long, default_value_t = 0.6)]
     utilization: f64,
-    /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached.
+    /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached,
+    /// directkv-memcache (directkv's memcached port, with memcached's driver).
     #[arg(long, value_delimiter = ',', default_value = "directkv-native,directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
     targets: Vec<TargetKind>,
     /// Do not pin servers and the load generator to separate cores.

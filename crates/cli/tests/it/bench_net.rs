@@ -631,3 +631,52 @@ fn bench_loopback_reports_the_echo_pair() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("connections 0 outside"));
 }
+
+/// `bench compare --targets directkv-memcache,memcached` (issue 21): the memcached driver runs
+/// against directkv's memcached port as against memcached, every get answered, with the
+/// columns of the other targets (CPU per op, RSS per key).
+#[test]
+fn bench_compare_directkv_memcache() {
+    let _alone = TIMING.lock().unwrap_or_else(|e| e.into_inner());
+    if require_program("memcached", "memcached").is_none() {
+        return;
+    }
+    for depth in ["64", "1"] {
+        let out = directkv_cmd(&[
+            "bench",
+            "compare",
+            "--targets",
+            "directkv-memcache,memcached",
+            "--keys",
+            "20000",
+            "--depth",
+            depth,
+            "--connections",
+            "4",
+            "--seconds",
+            "0.4",
+            "--warmup",
+            "0.1",
+            "--no-echo-reference",
+            "--json",
+        ]);
+        let v = json_of(&out);
+        let rows = v["rows"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["directkv-memcache", "memcached"], "{v}");
+        for row in rows {
+            assert!(row["run"]["ops_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+            assert_eq!(row["run"]["failed"], 0, "{row}");
+            assert_eq!(row["run"]["missed"], 0, "{row}");
+            assert!(
+                row["server_cpu_sec_per_mop"].as_f64().unwrap() > 0.0,
+                "{row}"
+            );
+            assert!(row["rss_bytes_per_key"].as_f64().unwrap() > 0.0, "{row}");
+            assert_eq!(row["load"]["keys"], 20000, "{row}");
+        }
+    }
+    let bad = directkv_cmd(&["bench", "compare", "--targets", "directkv-memcached"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("directkv-memcache)"));
+}

@@ -28,6 +28,7 @@ mod bench_run_defaults;
 mod bench_soak;
 mod clients;
 mod clients_jvm;
+mod clients_memcache;
 mod config_file;
 mod hostile_fd;
 mod serve_refusals;

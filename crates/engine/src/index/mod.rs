@@ -30,6 +30,7 @@ use crate::hash::{bucket_bits, secondary_hash};
 use crate::simd::ByteMatch;
 use crate::slab::{class_size_bytes, SlabAllocator, CLASS_COUNT_MAX, SLAB_UNIT_BYTES};
 use bucket::{code, Bucket, INLINE_BYTES_MAX};
+use record::Meta;
 
 /// Slab class of a chained bucket (64 bytes).
 const CHAIN_CLASS: u8 = 1;
@@ -70,10 +71,21 @@ pub enum LocKind {
         vlen: usize,
         /// Absolute deadline in ms, or `record::NO_DEADLINE`.
         deadline: u64,
+        /// Item meta (memcached's flags and CAS), or `Meta::NONE`.
+        meta: Meta,
     },
 }
 
 impl Loc {
+    /// The key's item meta, or `Meta::NONE` (inline entries never have any).
+    #[inline(always)]
+    pub fn meta(&self) -> Meta {
+        match self.kind {
+            LocKind::Record { meta, .. } => meta,
+            LocKind::Inline { .. } => Meta::NONE,
+        }
+    }
+
     /// The key's deadline (ms since the epoch), or `record::NO_DEADLINE`.
     #[inline(always)]
     pub fn deadline(&self) -> u64 {
@@ -724,6 +736,7 @@ impl Table {
             klen: hdr.klen,
             vlen: hdr.vlen,
             deadline: hdr.deadline,
+            meta: hdr.meta,
         };
         Some(Loc {
             bucket: off,
@@ -755,34 +768,36 @@ impl Table {
     /// threshold, with a value (an empty value would break the bitmap's alternation of key and
     /// value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
     /// threshold is the tuner's choice of which sizes of key-value go inline (`config::tune`),
-    /// so it applies to the key-value, not to its deadline.
-    fn is_inline(&self, klen: usize, vlen: usize, deadline: bool) -> bool {
+    /// so it applies to the key-value, not to its deadline. An entry with item meta is never
+    /// inline (`record.rs` keeps it in the record's header).
+    fn is_inline(&self, klen: usize, vlen: usize, deadline: bool, meta: bool) -> bool {
         let kv_len = klen + vlen;
         let stored = kv_len + if deadline { record::DEADLINE_BYTES } else { 0 };
-        vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
+        !meta && vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the
     /// bucket; as a record, its pointer slot and its slab block; either way plus its share of
     /// the bucket's metadata bytes (in proportion to the slot bytes it uses, rounded up). A key
     /// with a deadline (`deadline`) has 8 more bytes: after its value inline, or in its record's
-    /// header.
-    pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
+    /// header. A key with item meta (`meta`) is a record with 12 more header bytes.
+    pub fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool, meta: bool) -> usize {
         let meta_share = |slot_bytes: usize| {
             (slot_bytes * (LINE_BYTES - INLINE_BYTES_MAX)).div_ceil(INLINE_BYTES_MAX)
         };
-        if self.is_inline(klen, vlen, deadline) {
+        if self.is_inline(klen, vlen, deadline, meta) {
             let stored = klen + vlen + if deadline { record::DEADLINE_BYTES } else { 0 };
             return stored + meta_share(stored);
         }
-        let block = record::layout(klen, vlen, self.top_class, deadline)
+        let block = record::layout(klen, vlen, self.top_class, deadline, meta)
             .map_or(0, |l| class_size_bytes(l.class));
         bucket::SLOT_BYTES + meta_share(bucket::SLOT_BYTES) + block
     }
 
-    /// Stores `value` under `key` with `deadline` (`record::NO_DEADLINE`: none), replacing
-    /// `old` (the result of `lookup`) if present. On error (out of memory) the table is
-    /// unchanged.
+    /// Stores `value` under `key` with `deadline` (`record::NO_DEADLINE`: none) and item
+    /// `meta` (`Meta::NONE`: none), replacing `old` (the result of `lookup`) if present. On
+    /// error (out of memory) the table is unchanged.
+    #[allow(clippy::too_many_arguments)]
     pub fn write(
         &mut self,
         key: &[u8],
@@ -790,14 +805,15 @@ impl Table {
         old: Option<Loc>,
         value: &[u8],
         deadline: u64,
+        meta: Meta,
         acc: &mut Access,
     ) -> Result<(), OpError> {
         if let Some(o) = old {
-            if self.rewrite_in_place(key, &o, value, deadline, acc) {
+            if self.rewrite_in_place(key, &o, value, deadline, meta, acc) {
                 return Ok(());
             }
         }
-        self.insert_new(key, h, value, deadline, acc)?;
+        self.insert_new(key, h, value, deadline, meta, acc)?;
         if let Some(o) = old {
             self.remove(&o, acc);
         }
@@ -812,11 +828,12 @@ impl Table {
         o: &Loc,
         value: &[u8],
         deadline: u64,
+        meta: Meta,
         acc: &mut Access,
     ) -> bool {
         let timed = deadline != record::NO_DEADLINE;
         let was_timed = o.deadline() != record::NO_DEADLINE;
-        let inline = self.is_inline(key.len(), value.len(), timed);
+        let inline = self.is_inline(key.len(), value.len(), timed, meta.is_some());
         let old_kv_len = match o.kind {
             LocKind::Inline { klen, vlen, .. } if inline => {
                 if vlen == value.len() && timed == was_timed {
@@ -852,7 +869,13 @@ impl Table {
                 vlen,
                 ..
             } if !inline => {
-                let Some(l) = record::layout(key.len(), value.len(), self.top_class, timed) else {
+                let Some(l) = record::layout(
+                    key.len(),
+                    value.len(),
+                    self.top_class,
+                    timed,
+                    meta.is_some(),
+                ) else {
                     return false;
                 };
                 if l.slot_code != slot_code || l.class != class {
@@ -863,6 +886,7 @@ impl Table {
                     key,
                     value,
                     deadline,
+                    meta,
                     self.arena.slice_mut(rec, class_size_bytes(class)),
                 );
                 acc.write(rec, l.header + key.len() + value.len());
@@ -900,11 +924,12 @@ impl Table {
         h: u64,
         value: &[u8],
         deadline: u64,
+        meta: Meta,
         acc: &mut Access,
     ) -> Result<(), OpError> {
         let kv_len = key.len() + value.len();
         let timed = deadline != record::NO_DEADLINE;
-        let inline = self.is_inline(key.len(), value.len(), timed);
+        let inline = self.is_inline(key.len(), value.len(), timed, meta.is_some());
         let need = match (inline, timed) {
             (false, _) => 0,
             (true, false) => kv_len,
@@ -913,13 +938,24 @@ impl Table {
         let rec = if inline {
             None
         } else {
-            let l = record::layout(key.len(), value.len(), self.top_class, timed).ok_or(
-                OpError::ValueTooLarge {
-                    len: value.len(),
-                    max: (class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES)
-                        .saturating_sub(key.len() + if timed { record::DEADLINE_BYTES } else { 0 }),
-                },
-            )?;
+            let extra = if timed { record::DEADLINE_BYTES } else { 0 }
+                + if meta.is_some() {
+                    record::META_BYTES
+                } else {
+                    0
+                };
+            let l = record::layout(
+                key.len(),
+                value.len(),
+                self.top_class,
+                timed,
+                meta.is_some(),
+            )
+            .ok_or(OpError::ValueTooLarge {
+                len: value.len(),
+                max: (class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES)
+                    .saturating_sub(key.len() + extra),
+            })?;
             let addr = self.slab.alloc(l.class).ok_or(OpError::OutOfMemory)?;
             Some((l, addr))
         };
@@ -945,6 +981,7 @@ impl Table {
                     key,
                     value,
                     deadline,
+                    meta,
                     self.arena.slice_mut(off, class_size_bytes(l.class)),
                 );
                 acc.write(off, l.header + kv_len);
@@ -1037,11 +1074,12 @@ impl Table {
         klen: usize,
         vlen: usize,
         deadline: bool,
+        meta: bool,
         need: &mut [u32; CLASS_COUNT_MAX],
     ) -> Result<(), OpError> {
         need[usize::from(CHAIN_CLASS)] += 1;
-        if !self.is_inline(klen, vlen, deadline) {
-            let l = record::layout(klen, vlen, self.top_class, deadline).ok_or(
+        if !self.is_inline(klen, vlen, deadline, meta) {
+            let l = record::layout(klen, vlen, self.top_class, deadline, meta).ok_or(
                 OpError::ValueTooLarge {
                     len: vlen,
                     max: class_size_bytes(self.top_class) - record::LARGE_HEADER_BYTES - klen,
@@ -1123,6 +1161,16 @@ impl Table {
     /// The table has a fixed bucket count (no resizing), so a pass of cursors visits every
     /// key that was present during the whole pass exactly once.
     pub fn scan(&self, cursor: u64, count: u64, mut f: impl FnMut(&[u8], &[u8], u64)) -> u64 {
+        self.scan_items(cursor, count, |k, v, d, _| f(k, v, d))
+    }
+
+    /// [`Table::scan`] with each key's item meta: `f(key, value, deadline, meta)`.
+    pub fn scan_items(
+        &self,
+        cursor: u64,
+        count: u64,
+        mut f: impl FnMut(&[u8], &[u8], u64, Meta),
+    ) -> u64 {
         let start = cursor.min(self.bucket_count);
         let end = start.saturating_add(count.max(1)).min(self.bucket_count);
         for i in start as usize..end as usize {
@@ -1131,14 +1179,14 @@ impl Table {
             loop {
                 let b = self.bucket(off);
                 for e in b.inline_entries() {
-                    f(b.inline_key(&e), b.inline_value(&e), e.deadline);
+                    f(b.inline_key(&e), b.inline_value(&e), e.deadline, Meta::NONE);
                 }
                 for s in b.pointer_slot_list() {
                     let rec = b.pointer(s).1 as usize * SLAB_UNIT_BYTES;
                     let h =
                         record::decode(b.code(s), self.arena.slice(rec, record::HEADER_BYTES_MAX));
                     let kv = self.arena.slice(rec + h.header, h.klen + h.vlen);
-                    f(&kv[..h.klen], &kv[h.klen..], h.deadline);
+                    f(&kv[..h.klen], &kv[h.klen..], h.deadline, h.meta);
                 }
                 match b.chain() {
                     Some(p) => off = p as usize * SLAB_UNIT_BYTES,

@@ -149,6 +149,9 @@ pub(crate) struct Pipeline<'e> {
     /// Keys removed for their deadline by this batch, length-prefixed
     /// (`Engine::reclaimed_keys`).
     pub(crate) reclaimed: &'e mut Vec<u8>,
+    /// The CAS unique of the batch's first operation (`Engine::cas_next`): operation `i`'s is
+    /// this plus `i` (`memcache::cas_at`).
+    pub(crate) cas_base: u64,
 }
 
 impl Pipeline<'_> {

@@ -18,8 +18,9 @@ use super::{finish_get, Pipeline, NONE, PREFETCH_AHEAD, RING_MASK};
 use crate::apply::{apply, Effect};
 use crate::config::WINDOW_MAX;
 use crate::expiry::expired;
-use crate::index::record::NO_DEADLINE;
+use crate::index::record::Meta;
 use crate::index::Loc;
+use crate::memcache::Item;
 use crate::op::{Op, OpKind, Results, Status};
 use crate::ops;
 use crate::ops::kernel::Elem;
@@ -159,6 +160,15 @@ impl Pipeline<'_> {
         self.reclaimed.extend_from_slice(key);
     }
 
+    /// The CAS unique operation `i` of the batch takes if it is a memcache write: the
+    /// batch's first plus `i`, whatever order the pipeline runs the operations in (groups run
+    /// ahead of the leaders after them), so it is the CAS the operation takes when the batch's
+    /// operations run one by one (`Engine::cas_next`).
+    #[inline(always)]
+    fn cas_of(&self, i: usize) -> u64 {
+        crate::memcache::cas_at(self.cas_base, i)
+    }
+
     /// One operation against the table: lookup, apply, store.
     pub(super) fn run_single(&mut self, ops: &[Op], i: usize, h: u64, out: &mut Results) {
         let op = &ops[i];
@@ -178,13 +188,14 @@ impl Pipeline<'_> {
             return;
         }
         let cur = loc.as_ref().map(|l| self.table.value(l));
-        let mut dl = loc.as_ref().map_or(NO_DEADLINE, Loc::deadline);
+        let mut item = loc.as_ref().map_or(Item::NONE, item_of);
         let (mut status, mut effect) = apply(
             self.registry,
             op,
             cur,
-            &mut dl,
+            &mut item,
             self.now,
+            self.cas_of(i),
             self.scratch,
             out.buf(),
         );
@@ -193,7 +204,7 @@ impl Pipeline<'_> {
         if out.past_budget() {
             effect = Effect::Keep;
         }
-        if let Err(e) = self.store(op, h, loc, effect, dl) {
+        if let Err(e) = self.store(op, h, loc, effect, item) {
             status = Status::Error(e);
         }
         if matches!(status, Status::Error(_)) {
@@ -209,7 +220,7 @@ impl Pipeline<'_> {
         h: u64,
         loc: Option<Loc>,
         effect: Effect,
-        deadline: u64,
+        item: Item,
     ) -> Result<(), crate::OpError> {
         let value: &[u8] = match effect {
             Effect::Keep => return Ok(()),
@@ -238,7 +249,7 @@ impl Pipeline<'_> {
             });
         }
         self.table
-            .write(op.key, h, loc, value, deadline, self.access)
+            .write(op.key, h, loc, value, item.deadline, item.meta, self.access)
     }
 
     /// A leader and its followers: one lookup, data forwarding through `fwd`, one write-back.
@@ -249,8 +260,8 @@ impl Pipeline<'_> {
         self.access.clear();
         let loc = self.lookup_live(lead.key, h);
         let mut present = loc.is_some();
-        // The deadline travels with the forwarded value.
-        let mut dl = loc.as_ref().map_or(NO_DEADLINE, Loc::deadline);
+        // The deadline and item meta travel with the forwarded value.
+        let mut item = loc.as_ref().map_or(Item::NONE, item_of);
         self.forwarded.clear();
         if let Some(l) = &loc {
             self.forwarded.extend_from_slice(self.table.value(l));
@@ -264,6 +275,8 @@ impl Pipeline<'_> {
                 let ran = forward_int_run(ops, &self.station.ring, &mut c, self.forwarded, out);
                 if ran > 0 {
                     dirty = true;
+                    // The value changed: its meta goes (as `apply` drops it).
+                    item.meta = Meta::NONE;
                     // The leader itself is not forwarded to.
                     self.stats.forwarded += ran - u64::from(from_leader);
                     continue;
@@ -277,13 +290,14 @@ impl Pipeline<'_> {
             } else {
                 None
             };
-            let before = dl;
+            let before = item;
             let (mut status, mut effect) = apply(
                 self.registry,
                 op,
                 cur,
-                &mut dl,
+                &mut item,
                 self.now,
+                self.cas_of(i),
                 self.scratch,
                 out.buf(),
             );
@@ -302,7 +316,7 @@ impl Pipeline<'_> {
                 effect = Effect::Keep;
             }
             if effect == Effect::Keep {
-                dl = before;
+                item = before;
             }
             match effect {
                 Effect::Keep | Effect::Touch => {}
@@ -321,7 +335,7 @@ impl Pipeline<'_> {
             if effect != Effect::Keep {
                 present = effect != Effect::Delete;
                 if !present {
-                    dl = NO_DEADLINE;
+                    item = Item::NONE;
                 }
                 dirty = true;
             }
@@ -343,9 +357,15 @@ impl Pipeline<'_> {
                         max: self.limits.value_len_max,
                     })
                 }
-                (true, _) => self
-                    .table
-                    .write(lead.key, h, loc, self.forwarded, dl, self.access),
+                (true, _) => self.table.write(
+                    lead.key,
+                    h,
+                    loc,
+                    self.forwarded,
+                    item.deadline,
+                    item.meta,
+                    self.access,
+                ),
                 (false, Some(l)) => {
                     self.table.remove(&l, self.access);
                     Ok(())
@@ -369,6 +389,15 @@ impl Pipeline<'_> {
             self.run_single(ops, c.i, h, out);
             c.advance(&self.station.ring);
         }
+    }
+}
+
+/// The deadline and item meta of the key at `l`.
+#[inline(always)]
+fn item_of(l: &Loc) -> Item {
+    Item {
+        deadline: l.deadline(),
+        meta: l.meta(),
     }
 }
 

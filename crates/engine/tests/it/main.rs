@@ -26,6 +26,7 @@ mod atomic;
 mod basic;
 mod evict;
 mod expiry;
+mod mc;
 mod model;
 mod no_alloc;
 mod range_ops;

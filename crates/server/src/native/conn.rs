@@ -215,6 +215,7 @@ pub(crate) async fn serve(
                     let _ = ctx.handoff[target].send(Incoming {
                         stream: std,
                         authenticated: c.authenticated,
+                        protocol: crate::accept::Protocol::Sniff,
                     });
                 }
                 return;

@@ -47,6 +47,8 @@ pub(crate) struct Incoming {
     pub(crate) stream: std::net::TcpStream,
     /// The connection already authenticated (HELLO with the right password) on its old shard.
     pub(crate) authenticated: bool,
+    /// Which protocol: memcached's port serves it alone; the main port sniffs.
+    pub(crate) protocol: crate::accept::Protocol,
 }
 
 /// Work sent to a shard by another shard, or by a thread outside the shards.
@@ -217,8 +219,11 @@ impl ShardCtx {
     /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
     /// through `execute`, and the second place a persistence log must hook in.
     pub(crate) fn flush(&self) {
-        let fresh = Engine::new(self.engine_cfg.clone())
+        let mut fresh = Engine::new(self.engine_cfg.clone())
             .expect("the same configuration worked at start-up");
+        // The CAS counter goes on: a CAS handed out before the flush must never match an item
+        // written after it (memcached's counter is not reset by flush_all either).
+        fresh.set_cas_next(self.engine.borrow().cas_next());
         *self.engine.borrow_mut() = fresh;
         self.watches.shard(self.id).flushed();
     }

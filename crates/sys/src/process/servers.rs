@@ -131,6 +131,16 @@ impl ServerProcess {
 
     /// `memcached` with one worker thread, no UDP and `memory_mb` of item memory.
     pub fn memcached(memory_mb: u64, cpu: Option<usize>) -> Result<ServerProcess, String> {
+        ServerProcess::memcached_with(memory_mb, cpu, &[])
+    }
+
+    /// `memcached` as `memcached` starts it, with `extra` arguments after the others (the
+    /// differential test turns memcached's background LRU threads off with them).
+    pub fn memcached_with(
+        memory_mb: u64,
+        cpu: Option<usize>,
+        extra: &[&str],
+    ) -> Result<ServerProcess, String> {
         let exe = find_program("memcached", "memcached")?;
         let port = free_port()?;
         let mut args: Vec<OsString> = [
@@ -151,6 +161,7 @@ impl ServerProcess {
         if super::is_root() {
             args.extend(["-u".into(), "root".into()]);
         }
+        args.extend(extra.iter().map(OsString::from));
         ServerProcess::start_tcp("memcached", exe, args, cpu, port)
     }
 
@@ -174,6 +185,35 @@ impl ServerProcess {
         server.wait_until("accept connections", tcp_accepts)?;
         Ok(server)
     }
+}
+
+impl ServerProcess {
+    /// Where a `directkv serve` process serves memcached's protocols: from its start-up log
+    /// line (`memcache=Some(HOST:PORT)`) or its start-up line (`memcached HOST:PORT`), `None`
+    /// when the port is off (or the process is not directkv).
+    pub fn memcache_addr(&self) -> Option<SocketAddr> {
+        self.start_log
+            .iter()
+            .find_map(|line| parse_memcache_addr(line))
+    }
+}
+
+/// The memcached address in one of directkv's start-up lines: the field
+/// `memcache=Some(HOST:PORT)` of its log line, or the word after "memcached" in the line it
+/// prints.
+fn parse_memcache_addr(line: &str) -> Option<SocketAddr> {
+    let mut words = line.split_whitespace();
+    let field = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("memcache=Some("));
+    let addr = match field {
+        Some(a) => a,
+        None => {
+            words.find(|w| *w == "memcached")?;
+            words.next()?
+        }
+    };
+    addr.trim_end_matches([')', ',']).parse().ok()
 }
 
 /// `serve --port 0 --metrics-port 0 FLAGS`.
@@ -219,6 +259,21 @@ mod tests {
             parse_bound_addr(log),
             Some("127.0.0.1:42311".parse().unwrap())
         );
+        let started = "directkv 0.1.0 serving RESP and native on 127.0.0.1:40123 (native UDP on, metrics 127.0.0.1:1, OCSM 127.0.0.1:2 x, memcached 127.0.0.1:40124) with 1 shards";
+        assert_eq!(
+            parse_memcache_addr(started),
+            Some("127.0.0.1:40124".parse().unwrap())
+        );
+        assert_eq!(
+            parse_memcache_addr("... memcached off) with 1 shards"),
+            None
+        );
+        let log = "2026-11-26T16:25:51Z  INFO directkv_server: directkv started addr=127.0.0.1:39649 shards=1 memcache=Some(127.0.0.1:39443)";
+        assert_eq!(
+            parse_memcache_addr(log),
+            Some("127.0.0.1:39443".parse().unwrap())
+        );
+        assert_eq!(parse_memcache_addr("directkv started memcache=None"), None);
         assert!(find_program("no-such-program-xyz", "some-package")
             .unwrap_err()
             .contains("apt-get install some-package"));
