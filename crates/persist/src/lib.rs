@@ -39,4 +39,6 @@
 
 pub mod batch;
 pub mod fs;
+pub mod lock;
 pub mod log;
+pub mod manifest;
