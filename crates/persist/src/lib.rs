@@ -38,7 +38,9 @@
 //! Non-goals here: deciding when to snapshot or sync, threads, the server's flags.
 
 pub mod batch;
+pub mod check;
 pub mod fs;
 pub mod lock;
 pub mod log;
 pub mod manifest;
+pub mod snapshot;
