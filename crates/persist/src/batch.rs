@@ -272,7 +272,12 @@ mod tests {
         let kinds: Vec<OpKind> = b.ops.iter().map(|o| o.kind).collect();
         assert_eq!(
             kinds,
-            [OpKind::Put, OpKind::PutExpire, OpKind::UpdateS2S, OpKind::Delete]
+            [
+                OpKind::Put,
+                OpKind::PutExpire,
+                OpKind::UpdateS2S,
+                OpKind::Delete
+            ]
         );
         assert_eq!(b.ops[1].arg, &big[..]);
         assert_eq!(b.ops[1].arg2, &args[..]);
@@ -298,7 +303,10 @@ mod tests {
         }
         let mut extra = out.clone();
         extra.push(0);
-        assert_eq!(decode(&extra).unwrap_err(), BatchError::Trailing { extra: 1 });
+        assert_eq!(
+            decode(&extra).unwrap_err(),
+            BatchError::Trailing { extra: 1 }
+        );
         let mut kind = out.clone();
         kind[BATCH_HEADER_BYTES] = 200;
         assert!(matches!(

@@ -249,7 +249,8 @@ impl LogWriter {
         let mut file = fs.create_new(path).map_err(io_err(path, "create"))?;
         write_all(&mut *file, &header.encode()).map_err(|(_, e)| io_err(path, "write")(e))?;
         file.sync_data().map_err(io_err(path, "fdatasync"))?;
-        fs.sync_dir(parent(path)).map_err(io_err(path, "fsync directory"))?;
+        fs.sync_dir(parent(path))
+            .map_err(io_err(path, "fsync directory"))?;
         Ok(LogWriter::at(
             path,
             file,
@@ -285,7 +286,9 @@ impl LogWriter {
             LogEnd::TornTail { .. } => fs
                 .truncate(path, scan.good_bytes)
                 .map_err(io_err(path, "truncate"))?,
-            LogEnd::Corrupt { offset, ref reason, .. } => {
+            LogEnd::Corrupt {
+                offset, ref reason, ..
+            } => {
                 return Err(LogError::Corrupt {
                     path: path.to_path_buf(),
                     offset,
@@ -510,9 +513,15 @@ impl Window<'_> {
 
 /// One frame's state.
 enum Frame {
-    Good { lsn: Lsn, len: usize },
+    Good {
+        lsn: Lsn,
+        len: usize,
+    },
     /// Damaged: why, and where a search for a good record after it may start.
-    Bad { reason: String, resume: u64 },
+    Bad {
+        reason: String,
+        resume: u64,
+    },
     /// The frame reaches past the end of the file.
     Partial,
 }

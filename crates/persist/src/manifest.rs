@@ -177,9 +177,13 @@ impl Manifest {
         let generation = field("generation")?
             .parse::<u64>()
             .map_err(|_| "bad generation")?;
-        let shards = field("shards")?.parse::<usize>().map_err(|_| "bad shards")?;
+        let shards = field("shards")?
+            .parse::<usize>()
+            .map_err(|_| "bad shards")?;
         if shards == 0 || shards > MANIFEST_SHARDS_MAX {
-            return Err(format!("{shards} shards, expected 1..={MANIFEST_SHARDS_MAX}"));
+            return Err(format!(
+                "{shards} shards, expected 1..={MANIFEST_SHARDS_MAX}"
+            ));
         }
         let mut m = Manifest {
             generation,
@@ -189,7 +193,10 @@ impl Manifest {
             let l = field("shard")?;
             let mut w = l.split(' ');
             let ok = w.next() == Some(&i.to_string()) && w.next() == Some("snapshot");
-            let snap = w.next().filter(|_| ok).ok_or(format!("bad line of shard {i}"))?;
+            let snap = w
+                .next()
+                .filter(|_| ok)
+                .ok_or(format!("bad line of shard {i}"))?;
             if w.next() != Some("logs") {
                 return Err(format!("bad line of shard {i}"));
             }
@@ -292,11 +299,17 @@ mod tests {
             for bit in [0x01u8, 0x20, 0x80] {
                 let mut t = text.clone();
                 t[i] ^= bit;
-                assert!(Manifest::decode(&t).is_err(), "byte {i} ^ {bit:#x} accepted");
+                assert!(
+                    Manifest::decode(&t).is_err(),
+                    "byte {i} ^ {bit:#x} accepted"
+                );
             }
         }
         for cut in 0..text.len() {
-            assert!(Manifest::decode(&text[..cut]).is_err(), "cut at {cut} accepted");
+            assert!(
+                Manifest::decode(&text[..cut]).is_err(),
+                "cut at {cut} accepted"
+            );
         }
     }
 

@@ -319,9 +319,7 @@ impl SnapshotWriter {
         t[28..].copy_from_slice(&crc.to_le_bytes());
         let path = &self.path;
         write_all(&mut *self.file, &t).map_err(|(_, e)| io_err(path, "write")(e))?;
-        self.file
-            .sync_data()
-            .map_err(io_err(path, "fdatasync"))?;
+        self.file.sync_data().map_err(io_err(path, "fdatasync"))?;
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -396,13 +394,19 @@ pub fn read(
             }
             off += TRAILER_BYTES as u64;
             if off != len {
-                return Err(damaged(off, format!("{} bytes after the trailer", len - off)));
+                return Err(damaged(
+                    off,
+                    format!("{} bytes after the trailer", len - off),
+                ));
             }
             sum.file_bytes = len;
             return Ok((header, sum));
         }
         if buf[0] != TAG_BLOCK {
-            return Err(damaged(off, format!("expected a block, found byte {:#04x}", buf[0])));
+            return Err(damaged(
+                off,
+                format!("expected a block, found byte {:#04x}", buf[0]),
+            ));
         }
         read_at(&mut buf, off, BLOCK_HEADER_BYTES)?;
         let (codec, entries, raw_len, stored) = (
@@ -466,10 +470,11 @@ fn decode_entries(
 ) -> Result<u32, (usize, String, bool)> {
     let mut at = 0usize;
     let take = |at: &mut usize, n: usize| -> Result<&[u8], (usize, String, bool)> {
-        let end = at
-            .checked_add(n)
-            .filter(|&e| e <= block.len())
-            .ok_or((*at, "runs past the block".to_string(), false))?;
+        let end = at.checked_add(n).filter(|&e| e <= block.len()).ok_or((
+            *at,
+            "runs past the block".to_string(),
+            false,
+        ))?;
         let s = &block[*at..end];
         *at = end;
         Ok(s)
@@ -478,7 +483,9 @@ fn decode_entries(
         let start = *at;
         let mut v = 0u64;
         for i in 0..5 {
-            let b = *block.get(*at).ok_or((start, "bad length".to_string(), false))?;
+            let b = *block
+                .get(*at)
+                .ok_or((start, "bad length".to_string(), false))?;
             *at += 1;
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {

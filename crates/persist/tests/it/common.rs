@@ -1,0 +1,63 @@
+//! Helpers shared by the modules: a directory per test, and logs built from known payloads.
+
+use std::path::{Path, PathBuf};
+
+use directkv_persist::fs::RealFs;
+use directkv_persist::log::{
+    LogHeader, LogLimits, LogWriter, LOG_HEADER_BYTES, RECORD_HEADER_BYTES,
+};
+
+/// A directory of the test's own, removed when dropped.
+pub struct TestDir(pub PathBuf);
+
+impl TestDir {
+    pub fn new(name: &str) -> TestDir {
+        let d = std::env::temp_dir().join(format!("dkv-persist-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TestDir(d)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The payload of record `i`: distinct bytes of a length that varies with `i`.
+pub fn payload(i: u64) -> Vec<u8> {
+    (0..(3 + i * 7 % 29)).map(|j| (i * 31 + j) as u8).collect()
+}
+
+/// Writes a log of `n` records (`payload(0..n)`, lsns from 1) at `path`; returns the offset
+/// where each record starts, and the file's end as the last element.
+pub fn write_log(path: &Path, n: u64) -> Vec<u64> {
+    let mut w = LogWriter::create(
+        &RealFs,
+        path,
+        LogHeader {
+            shard: 3,
+            first_lsn: 1,
+        },
+        LogLimits::default(),
+    )
+    .unwrap();
+    let mut offsets = vec![LOG_HEADER_BYTES as u64];
+    for i in 0..n {
+        w.append(&payload(i)).unwrap();
+        let last = *offsets.last().unwrap();
+        offsets.push(last + (RECORD_HEADER_BYTES + payload(i).len()) as u64);
+    }
+    w.sync().unwrap();
+    assert_eq!(w.file_bytes(), *offsets.last().unwrap());
+    offsets
+}
