@@ -21,7 +21,7 @@ fn every_bit_flip_is_a_refusal_a_torn_tail_or_corruption_at_the_right_offset() {
         for bit in 0..8 {
             let mut b = bytes.clone();
             b[at] ^= 1 << bit;
-            std::fs::write(&path, &b).unwrap();
+            crate::common::rewrite(&path, &b);
             let mut seen = vec![];
             let scanned = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
                 seen.push((lsn, p.to_vec()));
@@ -80,7 +80,7 @@ fn a_record_that_reappears_with_an_old_lsn_is_not_replayed_twice() {
     let mut b = std::fs::read(&path).unwrap();
     let second = b[offsets[1] as usize..offsets[2] as usize].to_vec();
     b.extend_from_slice(&second);
-    std::fs::write(&path, &b).unwrap();
+    crate::common::rewrite(&path, &b);
     let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
     assert_eq!(s.records, 4);
     assert!(matches!(s.end, LogEnd::TornTail { offset, .. } if offset == offsets[4]));

@@ -17,7 +17,7 @@ fn a_cut_at_every_byte_of_the_last_records_keeps_every_record_before_it() {
     let cut_from = offsets[(n - 4) as usize];
     let path = dir.join("cut.dkvl");
     for cut in cut_from..=bytes.len() as u64 {
-        std::fs::write(&path, &bytes[..cut as usize]).unwrap();
+        crate::common::rewrite(&path, &bytes[..cut as usize]);
         // Records entirely before the cut.
         let whole = offsets.iter().filter(|&&o| o <= cut).count() as u64 - 1;
         let mut seen = vec![];
@@ -67,7 +67,7 @@ fn a_log_cut_inside_its_header_is_refused_not_taken_for_empty() {
     write_log(&path, 1);
     let bytes = std::fs::read(&path).unwrap();
     for cut in 0..32 {
-        std::fs::write(&path, &bytes[..cut]).unwrap();
+        crate::common::rewrite(&path, &bytes[..cut]);
         let err = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap_err();
         assert!(err.to_string().contains("offset 0"), "{err}");
     }

@@ -115,7 +115,7 @@ fn every_cut_and_every_bit_flip_is_refused_with_an_offset() {
         assert_eq!(read_back(&clean).unwrap(), sample());
         let path = dir.join("bad.dkvs");
         for cut in 0..bytes.len() {
-            std::fs::write(&path, &bytes[..cut]).unwrap();
+            crate::common::rewrite(&path, &bytes[..cut]);
             let e = read_back(&path).expect_err(&format!("cut at {cut}"));
             assert!(e.contains("bad.dkvs") && e.contains("offset"), "{e}");
         }
@@ -123,7 +123,7 @@ fn every_cut_and_every_bit_flip_is_refused_with_an_offset() {
             for bit in [0, 3, 7] {
                 let mut b = bytes.clone();
                 b[at] ^= 1 << bit;
-                std::fs::write(&path, &b).unwrap();
+                crate::common::rewrite(&path, &b);
                 let e =
                     read_back(&path).expect_err(&format!("{compression:?} byte {at} bit {bit}"));
                 assert!(e.contains("damaged snapshot at offset"), "{e}");
