@@ -30,4 +30,5 @@ mod clients;
 mod clients_jvm;
 mod config_file;
 mod hostile_fd;
+mod persist_check;
 mod serve_refusals;
