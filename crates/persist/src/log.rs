@@ -697,3 +697,39 @@ pub fn replay(
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The test vectors of docs/persistence.md.
+    #[test]
+    fn the_documented_test_vectors() {
+        let h = LogHeader {
+            shard: 0,
+            first_lsn: 1,
+        }
+        .encode();
+        let mut payload = vec![];
+        crate::batch::encode_writes(1000, &[directkv_engine::Op::put(b"k", b"v")], &mut payload);
+        let mut rec = vec![];
+        frame_record(&mut rec, 1, &payload);
+        assert_eq!(
+            hex(&h),
+            "44 4b 56 4c 4f 47 0d 0a 01 00 00 00 00 00 00 00 \
+             01 00 00 00 00 00 00 00 00 00 00 00 05 7c 6e bc"
+        );
+        assert_eq!(
+            hex(&rec),
+            "15 00 00 00 01 00 00 00 00 00 00 00 08 2d 38 0a 20 ae 59 f3 \
+             e8 03 00 00 00 00 00 00 01 00 00 00 01 03 00 00 01 01 00 6b 76"
+        );
+    }
+}
