@@ -30,7 +30,7 @@ pub trait FsFile: Send {
     /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// The file's length in bytes.
-    fn len(&self) -> io::Result<u64>;
+    fn file_len(&self) -> io::Result<u64>;
 }
 
 /// The file operations of the persistence code.
@@ -78,7 +78,7 @@ impl FsFile for RealFile {
         }
         Ok(done)
     }
-    fn len(&self) -> io::Result<u64> {
+    fn file_len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
     }
 }
@@ -250,8 +250,8 @@ impl FsFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.inner.read_at(buf, offset)
     }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+    fn file_len(&self) -> io::Result<u64> {
+        self.inner.file_len()
     }
 }
 

@@ -597,7 +597,7 @@ pub fn scan(
     mut apply: impl FnMut(Lsn, &[u8]) -> Result<(), String>,
 ) -> Result<LogScan, LogError> {
     let file = fs.open_read(path).map_err(io_err(path, "open"))?;
-    let len = file.len().map_err(io_err(path, "stat"))?;
+    let len = file.file_len().map_err(io_err(path, "stat"))?;
     let corrupt = |offset: u64, reason: String| LogError::Corrupt {
         path: path.to_path_buf(),
         offset,

@@ -226,7 +226,7 @@ pub fn load(fs: &dyn Fs, dir: &Path) -> Result<Option<Manifest>, ManifestError> 
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("open")(e)),
     };
-    let len = file.len().map_err(io("stat"))?;
+    let len = file.file_len().map_err(io("stat"))?;
     if len > MANIFEST_BYTES_MAX {
         return Err(ManifestError::Damaged {
             path,

@@ -348,7 +348,7 @@ pub fn read(
     mut load: impl FnMut(&Entry) -> Result<(), String>,
 ) -> Result<(SnapshotHeader, SnapshotSummary), SnapshotError> {
     let file = fs.open_read(path).map_err(io_err(path, "open"))?;
-    let len = file.len().map_err(io_err(path, "stat"))?;
+    let len = file.file_len().map_err(io_err(path, "stat"))?;
     let damaged = |offset: u64, reason: String| SnapshotError::Damaged {
         path: path.to_path_buf(),
         offset,
