@@ -117,13 +117,13 @@ impl CheckReport {
 fn describe(state: &FileState) -> String {
     match state {
         FileState::Log(s) => {
+            let lsns = match s.records {
+                0 => format!("none from lsn {}", s.header.first_lsn),
+                _ => format!("lsn {}..{}", s.header.first_lsn, s.next_lsn - 1),
+            };
             let head = format!(
-                "log of shard {}, {} records (lsn {}..{}), last good offset {}",
-                s.header.shard,
-                s.records,
-                s.header.first_lsn,
-                s.next_lsn - 1,
-                s.good_bytes
+                "log of shard {}, {} records ({lsns}), last good offset {}",
+                s.header.shard, s.records, s.good_bytes
             );
             match &s.end {
                 LogEnd::Clean => format!("{head}, clean"),
