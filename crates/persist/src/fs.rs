@@ -134,8 +134,9 @@ pub enum Fault {
     ShortWrite(u64),
     /// The Nth fdatasync or directory fsync fails with EIO.
     FailSync(u64),
-    /// Operations from the Nth on (every call of `Fs` or `FsFile` but reads) fail with EIO
-    /// and do nothing: the process "died" before them.
+    /// Operations from the Nth on (every call of `Fs` or `FsFile` that changes the disk:
+    /// creations, writes, syncs, truncations, renames, removals) fail with EIO and do nothing:
+    /// the process "died" before them.
     Crash(u64),
 }
 

@@ -12,6 +12,7 @@
 //!                               batch.rs    a record's payload: the batch's writes and `now`
 //!   fs.rs     every write, fsync, rename and truncation goes through `dyn Fs` (tests: FaultFs)
 //!   check.rs  `directkv check DIR [--repair]`: each file's state; truncate damaged tails
+//!   bin/persist-cost.rs  what the log and snapshots cost on this machine (docs/persistence.md)
 //! ```
 //!
 //! **The durability argument.** The engine is deterministic given its ops and `now`, so a

@@ -287,6 +287,12 @@ impl SnapshotWriter {
         if codec == 0 {
             self.out.extend_from_slice(&self.raw);
         }
+        // An entry is under 4 GiB (engine limits) and a block passes `block_bytes` by at most
+        // one entry, so a block's sizes fit their u32 fields for any sane `block_bytes`.
+        assert!(
+            self.raw.len() <= u32::MAX as usize,
+            "snapshot block over 4 GiB"
+        );
         let stored = (self.out.len() - BLOCK_HEADER_BYTES) as u32;
         let h = &mut self.out[..BLOCK_HEADER_BYTES];
         h[0] = TAG_BLOCK;

@@ -1,6 +1,7 @@
 //! Helpers shared by the modules: a directory per test, and logs built from known payloads.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use directkv_persist::fs::RealFs;
 use directkv_persist::log::{
@@ -11,8 +12,12 @@ use directkv_persist::log::{
 pub struct TestDir(pub PathBuf);
 
 impl TestDir {
+    /// A new directory for `name`; a counter keeps two at once (tests side by side, or one
+    /// test's helper inside another's) apart.
     pub fn new(name: &str) -> TestDir {
-        let d = std::env::temp_dir().join(format!("dkv-persist-{name}-{}", std::process::id()));
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("dkv-persist-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         TestDir(d)
