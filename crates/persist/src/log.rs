@@ -57,6 +57,9 @@ pub const RECORD_BYTES_MAX_DEFAULT: usize = 64 << 20;
 pub const PENDING_BYTES_MAX_DEFAULT: usize = 128 << 20;
 /// Bytes the reader asks of the file at a time.
 const READ_WINDOW_BYTES: usize = 1 << 20;
+/// Capacity the writer's buffer keeps after a `write_out`: a group of large batches once does
+/// not leave the shard holding up to `pending_bytes_max` for good.
+const PENDING_KEEP_BYTES: usize = 1 << 20;
 
 /// A record's sequence number: the first record of a store is 1, each next one is one more,
 /// across log files (a log file's header says its first). 0 is "no record".
@@ -384,6 +387,9 @@ impl LogWriter {
             Ok(()) => {
                 self.file_bytes += self.pending.len() as u64;
                 self.pending.clear();
+                if self.pending.capacity() > PENDING_KEEP_BYTES {
+                    self.pending.shrink_to(PENDING_KEEP_BYTES);
+                }
                 self.written_lsn = self.next_lsn - 1;
                 Ok(self.written_lsn)
             }
