@@ -1,15 +1,17 @@
-//! The `directkv` binary: `serve`, `bench engine` (in-process), `bench run` (one running
-//! target over the network), `bench compare` (directkv, redis-server and memcached started
-//! here, side by side), `bench ocsm`, `bench probe` and `bench loopback`.
+//! The `directkv` binary: `serve`, `check` (persistence files), `bench engine` (in-process),
+//! `bench run` (one running target over the network), `bench compare` (directkv, redis-server
+//! and memcached started here, side by side), `bench ocsm`, `bench probe` and `bench loopback`.
 //!
 //! ```text
 //!   main.rs      the clap top level and the dispatch
 //!   serve.rs     directkv serve
 //!   bench/       one file per bench subcommand (see bench/mod.rs)
 //!   flags.rs     value parsers shared by several subcommands
+//!   check.rs     directkv check DIR [--repair]: the persistence files' state
 //! ```
 
 mod bench;
+mod check;
 mod flags;
 mod serve;
 
@@ -38,6 +40,8 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchCmd,
     },
+    /// Check a persistence directory: each file's state; --repair truncates damaged logs.
+    Check(check::CheckFlags),
 }
 
 fn main() {
@@ -45,6 +49,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Serve(f) => serve::run(f),
         Cmd::Bench { what } => bench::run(what),
+        Cmd::Check(f) => check::run(f),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

@@ -31,4 +31,5 @@ mod clients_jvm;
 mod clients_memcache;
 mod config_file;
 mod hostile_fd;
+mod persist_check;
 mod serve_refusals;

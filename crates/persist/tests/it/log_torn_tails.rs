@@ -1,0 +1,94 @@
+//! A log cut at every byte offset of its last records (a crash in the middle of a write):
+//! every record before the cut is replayed, the cut is reported as a torn tail with its offset
+//! and the bytes dropped, and a writer reopened on it truncates the tail and continues.
+
+use directkv_persist::fs::RealFs;
+use directkv_persist::log::{self, LogEnd, LogLimits, LogWriter};
+
+use crate::common::{payload, write_log, TestDir};
+
+#[test]
+fn a_cut_at_every_byte_of_the_last_records_keeps_every_record_before_it() {
+    let dir = TestDir::new("torn");
+    let full = dir.join("full.dkvl");
+    let n = 12;
+    let offsets = write_log(&full, n);
+    let bytes = std::fs::read(&full).unwrap();
+    let cut_from = offsets[(n - 4) as usize];
+    let path = dir.join("cut.dkvl");
+    for cut in cut_from..=bytes.len() as u64 {
+        crate::common::rewrite(&path, &bytes[..cut as usize]);
+        // Records entirely before the cut.
+        let whole = offsets.iter().filter(|&&o| o <= cut).count() as u64 - 1;
+        let mut seen = vec![];
+        let s = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
+            seen.push((lsn, p.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<(u64, Vec<u8>)> = (0..whole).map(|i| (i + 1, payload(i))).collect();
+        assert_eq!(seen, want, "cut at {cut}");
+        assert_eq!(s.records, whole);
+        assert_eq!(s.good_bytes, offsets[whole as usize], "cut at {cut}");
+        if cut == offsets[whole as usize] {
+            assert_eq!(s.end, LogEnd::Clean, "cut at a record boundary {cut}");
+        } else {
+            assert_eq!(
+                s.end,
+                LogEnd::TornTail {
+                    offset: offsets[whole as usize],
+                    bytes_dropped: cut - offsets[whole as usize],
+                },
+                "cut at {cut}"
+            );
+        }
+        // Recovery: the writer truncates the tail and the next record follows the last good one.
+        let (mut w, _) = LogWriter::open(&RealFs, &path, LogLimits::default()).unwrap();
+        assert_eq!(w.append(b"after").unwrap(), whole + 1);
+        w.sync().unwrap();
+        drop(w);
+        let mut last = vec![];
+        let s = log::replay(&RealFs, &path, LogLimits::default(), |lsn, p| {
+            last = (lsn, p.to_vec()).1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            (s.records, s.end.clone(), last),
+            (whole + 1, LogEnd::Clean, b"after".to_vec())
+        );
+    }
+}
+
+#[test]
+fn a_log_cut_inside_its_header_is_refused_not_taken_for_empty() {
+    let dir = TestDir::new("torn-header");
+    let path = dir.join("l.dkvl");
+    write_log(&path, 1);
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in 0..32 {
+        crate::common::rewrite(&path, &bytes[..cut]);
+        let err = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("offset 0"), "{err}");
+    }
+}
+
+#[test]
+fn zeros_after_the_last_record_are_a_torn_tail() {
+    // A file system may show a file extended by a crash with zeros where data never landed.
+    let dir = TestDir::new("zeros");
+    let path = dir.join("l.dkvl");
+    let offsets = write_log(&path, 5);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0u8; 4096]);
+    std::fs::write(&path, &bytes).unwrap();
+    let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
+    assert_eq!(s.records, 5);
+    assert_eq!(
+        s.end,
+        LogEnd::TornTail {
+            offset: offsets[5],
+            bytes_dropped: 4096
+        }
+    );
+}
