@@ -674,7 +674,17 @@ pub fn apply_timed(store: &mut TimedStore, op: &OwnedOp, now: u64, limits: Limit
                 }
             }
         }
-        OpKind::Put | OpKind::PutNx | OpKind::PutXx => (apply(cur, op, limits), NO_DEADLINE),
+        // A put that stores clears the deadline (Redis's SET); one that stores nothing (NX on a
+        // live key, XX on a missing one) leaves the key, deadline included, as it was.
+        OpKind::Put | OpKind::PutNx | OpKind::PutXx => {
+            let o = apply(cur, op, limits);
+            let d = if matches!(o.eff, Eff::Set(_)) {
+                NO_DEADLINE
+            } else {
+                dl
+            };
+            (o, d)
+        }
         _ => (apply(cur, op, limits), dl),
     };
     match &o.eff {

@@ -3,8 +3,7 @@
 //! expiring keys along the way; and both agree with the timed HashMap model.
 
 use directkv_engine::{
-    cond, expire_args, ElemType, Engine, EngineConfig, OpKind, Results, Status, KEEP_DEADLINE,
-    NO_DEADLINE,
+    cond, expire_args, ElemType, Engine, EngineConfig, OpKind, Results, KEEP_DEADLINE, NO_DEADLINE,
 };
 use directkv_persist::batch;
 use directkv_persist::fs::RealFs;
@@ -82,17 +81,8 @@ fn random_op(r: &mut SmallRng, now: u64) -> OwnedOp {
     op
 }
 
-/// `apply_timed`, except that a PUT NX or XX that is not stored leaves the key's deadline as
-/// it was (testkit's model clears it; Redis 7.0.15 and the engine keep it: `SET k v EX 100`,
-/// `SET k w NX`, `TTL k` gives 100).
 fn model_apply(model: &mut TimedStore, op: &OwnedOp, now: u64) {
-    let before = model.get(&op.key).cloned();
-    let o = apply_timed(model, op, now, LIMITS);
-    if matches!(op.kind, OpKind::PutNx | OpKind::PutXx) && o.status == Status::NotStored {
-        if let (Some(old), Some(e)) = (before, model.get_mut(&op.key)) {
-            *e = old;
-        }
-    }
+    apply_timed(model, op, now, LIMITS);
 }
 
 /// Every live key-value (deadline not passed at `now`) with its deadline, sorted.
