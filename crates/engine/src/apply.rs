@@ -55,28 +55,13 @@ pub(crate) fn apply(
     out: &mut Vec<u8>,
 ) -> (Status, Effect) {
     if op.kind.is_memcache() {
-        return apply_memcache(op, cur, item, now, cas, scratch, out);
+        return crate::memcache::apply_mc(op, cur, item, now, cas, scratch, out);
     }
     let r = apply_kv(reg, op, cur, &mut item.deadline, now, scratch, out);
     if !matches!(r.1, Effect::Keep | Effect::Touch) {
         item.meta = Meta::NONE;
     }
     r
-}
-
-/// The memcache kinds (`crate::memcache`), out of line: the other kinds' paths stay as
-/// they were compiled.
-#[inline(never)]
-fn apply_memcache(
-    op: &Op,
-    cur: Option<&[u8]>,
-    item: &mut Item,
-    now: u64,
-    cas: u64,
-    scratch: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-) -> (Status, Effect) {
-    crate::memcache::apply_mc(op, cur, item, now, cas, scratch, out)
 }
 
 /// [`apply`] for the RESP and native kinds, on the value and its deadline `*dl`

@@ -94,7 +94,9 @@ pub(crate) fn validate_args(op: &Op) -> Result<(), OpError> {
 
 /// The memcache operations on the current value `cur` (None = missing) whose deadline and
 /// meta are `*item` (which becomes what to store with the effect). Appends the reply data to
-/// `out` unless the op is "no return". Arguments were checked by `validate_args`.
+/// `out` unless the op is "no return". Arguments were checked by `validate_args`. Out of line,
+/// so the other kinds' paths in `apply::apply` stay as they were compiled.
+#[inline(never)]
 pub(crate) fn apply_mc(
     op: &Op,
     cur: Option<&[u8]>,

@@ -458,6 +458,29 @@ impl<'a> Planner<'_, 'a> {
 /// `VERSION <the memcached release whose protocol this is>` (see `stats::PROTOCOL_VERSION`).
 const VERSION_LINE: &[u8] = b"VERSION 1.6.18\r\n";
 
+/// The answer of a delete or touch: `hit`'s counter and word when the key was there, NOT_FOUND
+/// and `miss` when it was not.
+fn hit_or_miss(
+    status: Status,
+    hit: (C, Word),
+    miss: C,
+    noreply: bool,
+    tally: &mut Tally,
+    out: &mut Vec<u8>,
+) {
+    match status {
+        Status::Ok => {
+            tally.add(hit.0, 1);
+            status_line(out, noreply, hit.1);
+        }
+        Status::Error(e) => engine_error(out, e, noreply, tally),
+        _ => {
+            tally.add(miss, 1);
+            status_line(out, noreply, Word::NotFound);
+        }
+    }
+}
+
 fn status_line(out: &mut Vec<u8>, noreply: bool, word: Word) {
     if !noreply {
         write_status(out, word);
@@ -587,28 +610,22 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
                 }
             }
         }
-        Pending::Delete { noreply, op } => match plan.result(op).0 {
-            Status::Ok => {
-                tally.add(C::DeleteHits, 1);
-                status_line(out, noreply, Word::Deleted);
-            }
-            Status::Error(e) => engine_error(out, e, noreply, tally),
-            _ => {
-                tally.add(C::DeleteMisses, 1);
-                status_line(out, noreply, Word::NotFound);
-            }
-        },
-        Pending::Touch { noreply, op } => match plan.result(op).0 {
-            Status::Ok => {
-                tally.add(C::TouchHits, 1);
-                status_line(out, noreply, Word::Touched);
-            }
-            Status::Error(e) => engine_error(out, e, noreply, tally),
-            _ => {
-                tally.add(C::TouchMisses, 1);
-                status_line(out, noreply, Word::NotFound);
-            }
-        },
+        Pending::Delete { noreply, op } => hit_or_miss(
+            plan.result(op).0,
+            (C::DeleteHits, Word::Deleted),
+            C::DeleteMisses,
+            noreply,
+            tally,
+            out,
+        ),
+        Pending::Touch { noreply, op } => hit_or_miss(
+            plan.result(op).0,
+            (C::TouchHits, Word::Touched),
+            C::TouchMisses,
+            noreply,
+            tally,
+            out,
+        ),
         Pending::MetaGet {
             key,
             flags,
