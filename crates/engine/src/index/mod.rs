@@ -113,13 +113,24 @@ fn main_offset(h: u64, bucket_count: u64) -> usize {
     ((bucket_bits(h) * bucket_count) >> 32) as usize * LINE_BYTES
 }
 
+/// Whether a key of `klen` bytes may be stored inline, given the table's `inline_key_span`
+/// (`Table::inline_key_span`): 1..=span bytes. The empty key never is: an inline entry is
+/// found by its key's last byte's mark (`bucket.rs`), which an empty key does not have, so it
+/// is always a record (a 2-byte header, no key bytes), the way an empty value is. One
+/// comparison, as the plain length test it replaces: the fast paths compute `klen - 1` anyway.
+#[inline(always)]
+fn may_be_inline(klen: usize, inline_key_span: usize) -> bool {
+    klen.wrapping_sub(1) < inline_key_span
+}
+
 /// The main buckets of a [`Table`], read-only: what stage 1's prefetch and the GET fast path
 /// need, as a small copyable value ([`Table::main_index`]).
 #[derive(Clone, Copy)]
 pub struct MainIndex<'a> {
     base: *mut u8,
     bucket_count: u64,
-    inline_threshold: usize,
+    /// `Table::inline_key_span`.
+    inline_key_span: usize,
     /// Whether a hit sets its bucket's reference bit (`Table::set_track_references`).
     track_refs: bool,
     _table: std::marker::PhantomData<&'a Table>,
@@ -192,7 +203,7 @@ impl<'a> MainIndex<'a> {
         simd: impl ByteMatch,
     ) -> MainProbe<'a> {
         let b = self.bucket(h);
-        if key.len() < self.inline_threshold {
+        if may_be_inline(key.len(), self.inline_key_span) {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 debug_assert!(!(PLAIN && b.has_deadline(pos, key.len() + vlen)));
                 // A key with a deadline goes the general way, which expires it.
@@ -318,6 +329,9 @@ pub struct Table {
     slab: SlabAllocator,
     bucket_count: u64,
     inline_threshold: usize,
+    /// `inline_threshold - 1` (0 when inlining is off): the key lengths that may be inline are
+    /// 1..=span, tested as one comparison by [`may_be_inline`].
+    inline_key_span: usize,
     top_class: u8,
     counts: TableCounts,
     /// Inline keys without a deadline: when they are all the keys, the main-bucket fast paths
@@ -344,6 +358,7 @@ impl Table {
             arena,
             slab,
             inline_threshold: inline_threshold.min(INLINE_BYTES_MAX + 1),
+            inline_key_span: inline_threshold.min(INLINE_BYTES_MAX + 1).saturating_sub(1),
             top_class,
             counts: TableCounts::default(),
             plain_inline_keys: 0,
@@ -434,7 +449,7 @@ impl Table {
         MainIndex {
             base: self.arena.base(),
             bucket_count: self.bucket_count,
-            inline_threshold: self.inline_threshold,
+            inline_key_span: self.inline_key_span,
             track_refs: self.track_refs,
             _table: std::marker::PhantomData,
         }
@@ -491,7 +506,7 @@ impl Table {
     pub fn get_in_chain(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> (Option<&[u8]>, u64) {
         debug_assert_eq!(self.counts.keys, self.plain_inline_keys);
         let mut hops = 0u64;
-        if key.len() >= self.inline_threshold {
+        if !may_be_inline(key.len(), self.inline_key_span) {
             return (None, hops);
         }
         let (_, mut b) = self.main_bucket_ref(h);
@@ -537,7 +552,7 @@ impl Table {
         value: &[u8],
         simd: impl ByteMatch,
     ) -> Option<u64> {
-        if key.len() >= self.inline_threshold {
+        if !may_be_inline(key.len(), self.inline_key_span) {
             return None;
         }
         // The main bucket first, on its own: where nearly every key is.
@@ -596,7 +611,7 @@ impl Table {
         h: u64,
         simd: impl ByteMatch,
     ) -> Option<&mut [u8]> {
-        if key.len() >= self.inline_threshold {
+        if !may_be_inline(key.len(), self.inline_key_span) {
             return None;
         }
         let (off, b) = self.main_bucket_ref(h);
@@ -651,7 +666,7 @@ impl Table {
         let mut off = self.main_bucket(h);
         let mut prev = NO_BUCKET;
         let mut hops = 0usize;
-        let may_inline = key.len() < self.inline_threshold;
+        let may_inline = may_be_inline(key.len(), self.inline_key_span);
         loop {
             acc.read_bucket(off);
             let b = self.bucket(off);
@@ -765,15 +780,15 @@ impl Table {
     }
 
     /// Whether a key-value (with a deadline if `deadline`) is stored inline: below the
-    /// threshold, with a value (an empty value would break the bitmap's alternation of key and
-    /// value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
+    /// threshold, with a key and a value (an empty one would break the bitmap's alternation of
+    /// key and value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
     /// threshold is the tuner's choice of which sizes of key-value go inline (`config::tune`),
     /// so it applies to the key-value, not to its deadline. An entry with item meta is never
     /// inline (`record.rs` keeps it in the record's header).
     fn is_inline(&self, klen: usize, vlen: usize, deadline: bool, meta: bool) -> bool {
         let kv_len = klen + vlen;
         let stored = kv_len + if deadline { record::DEADLINE_BYTES } else { 0 };
-        !meta && vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
+        !meta && klen > 0 && vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the

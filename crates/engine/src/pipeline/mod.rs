@@ -101,8 +101,7 @@ enum Simple {
 /// Classifies a window; the scans stop at the first operation that rules a class out.
 #[inline(always)]
 fn simple_window(win: &[Op], limits: &Limits) -> Simple {
-    let valid_get =
-        |op: &Op| (op.kind == OpKind::Get) & (op.key.len().wrapping_sub(1) < limits.key_len_max);
+    let valid_get = |op: &Op| (op.kind == OpKind::Get) & (op.key.len() <= limits.key_len_max);
     let Some(first_other) = win.iter().position(|op| !valid_get(op)) else {
         return Simple::Gets;
     };
