@@ -116,8 +116,10 @@ fn main_offset(h: u64, bucket_count: u64) -> usize {
 /// Whether a key of `klen` bytes may be stored inline, given the table's `inline_key_span`
 /// (`Table::inline_key_span`): 1..=span bytes. The empty key never is: an inline entry is
 /// found by its key's last byte's mark (`bucket.rs`), which an empty key does not have, so it
-/// is always a record (a 2-byte header, no key bytes), the way an empty value is. One
-/// comparison, as the plain length test it replaces: the fast paths compute `klen - 1` anyway.
+/// is always a record (a 2-byte header, no key bytes), the way an empty value is. Only the
+/// general lookup asks: the main-bucket fast paths below (`probe_as`, `get_in_chain`,
+/// `replace_inline_as`, `main_inline_value_mut`) are never given the empty key (the pipeline
+/// sends it the general way, `pipeline/mod.rs`), so they keep their one plain length test.
 #[inline(always)]
 fn may_be_inline(klen: usize, inline_key_span: usize) -> bool {
     klen.wrapping_sub(1) < inline_key_span
@@ -129,8 +131,7 @@ fn may_be_inline(klen: usize, inline_key_span: usize) -> bool {
 pub struct MainIndex<'a> {
     base: *mut u8,
     bucket_count: u64,
-    /// `Table::inline_key_span`.
-    inline_key_span: usize,
+    inline_threshold: usize,
     /// Whether a hit sets its bucket's reference bit (`Table::set_track_references`).
     track_refs: bool,
     _table: std::marker::PhantomData<&'a Table>,
@@ -203,7 +204,8 @@ impl<'a> MainIndex<'a> {
         simd: impl ByteMatch,
     ) -> MainProbe<'a> {
         let b = self.bucket(h);
-        if may_be_inline(key.len(), self.inline_key_span) {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
+        if key.len() < self.inline_threshold {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 debug_assert!(!(PLAIN && b.has_deadline(pos, key.len() + vlen)));
                 // A key with a deadline goes the general way, which expires it.
@@ -449,7 +451,7 @@ impl Table {
         MainIndex {
             base: self.arena.base(),
             bucket_count: self.bucket_count,
-            inline_key_span: self.inline_key_span,
+            inline_threshold: self.inline_threshold,
             track_refs: self.track_refs,
             _table: std::marker::PhantomData,
         }
@@ -506,7 +508,8 @@ impl Table {
     pub fn get_in_chain(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> (Option<&[u8]>, u64) {
         debug_assert_eq!(self.counts.keys, self.plain_inline_keys);
         let mut hops = 0u64;
-        if !may_be_inline(key.len(), self.inline_key_span) {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
+        if key.len() >= self.inline_threshold {
             return (None, hops);
         }
         let (_, mut b) = self.main_bucket_ref(h);
@@ -552,7 +555,8 @@ impl Table {
         value: &[u8],
         simd: impl ByteMatch,
     ) -> Option<u64> {
-        if !may_be_inline(key.len(), self.inline_key_span) {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
+        if key.len() >= self.inline_threshold {
             return None;
         }
         // The main bucket first, on its own: where nearly every key is.
@@ -611,7 +615,8 @@ impl Table {
         h: u64,
         simd: impl ByteMatch,
     ) -> Option<&mut [u8]> {
-        if !may_be_inline(key.len(), self.inline_key_span) {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
+        if key.len() >= self.inline_threshold {
             return None;
         }
         let (off, b) = self.main_bucket_ref(h);

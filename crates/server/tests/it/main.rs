@@ -55,3 +55,6 @@ mod resp_scan;
 mod resp_server;
 mod resp_strings;
 mod udp;
+mod resp_multi_barriers;
+mod redis_differential_empty_key;
+mod native_empty_key;
