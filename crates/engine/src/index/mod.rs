@@ -793,7 +793,11 @@ impl Table {
     fn is_inline(&self, klen: usize, vlen: usize, deadline: bool, meta: bool) -> bool {
         let kv_len = klen + vlen;
         let stored = kv_len + if deadline { record::DEADLINE_BYTES } else { 0 };
-        !meta && klen > 0 && vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
+        !meta
+            && klen > 0
+            && vlen > 0
+            && kv_len < self.inline_threshold
+            && stored <= INLINE_BYTES_MAX
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the

@@ -498,7 +498,10 @@ fn the_empty_key_is_a_key_on_every_road() {
         assert_eq!(out.status(0), Status::NotFound);
         assert_eq!(out.status(2), Status::NotFound);
         // Stored by a window of GETs and PUTs, read back by a window of GETs.
-        e.execute(&[Op::put(b"", b"v0"), Op::get(b""), Op::put(b"b", b"2")], &mut out);
+        e.execute(
+            &[Op::put(b"", b"v0"), Op::get(b""), Op::put(b"b", b"2")],
+            &mut out,
+        );
         assert_eq!((out.status(1), out.data(1)), (Status::Ok, &b"v0"[..]));
         e.execute(&[Op::get(b"a"), Op::get(b"")], &mut out);
         assert_eq!((out.status(1), out.data(1)), (Status::Ok, &b"v0"[..]));

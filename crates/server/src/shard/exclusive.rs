@@ -117,9 +117,11 @@ pub(crate) fn park(ctx: &ShardCtx, c: ParkChannels) {
                 Answer::Scanned(step)
             }
             m @ (Msg::Count | Msg::Flush | Msg::Report) => {
-                let Some(a) = panics::contain_blocking("exclusive whole-shard step", &ctx.stats, || {
-                    whole_shard(ctx, &m)
-                }) else {
+                let Some(a) =
+                    panics::contain_blocking("exclusive whole-shard step", &ctx.stats, || {
+                        whole_shard(ctx, &m)
+                    })
+                else {
                     return;
                 };
                 a
