@@ -24,6 +24,11 @@
 //! `ShardCtx::flush` on every shard as it does outside, which marks the watchers of those
 //! shards dirty.
 //!
+//! Cost: a transaction with an every-shard command holds every shard for its whole length, as
+//! Redis's one thread is held: a KEYS walks whole indexes, an INFO asks every shard for its
+//! report (about 0.15 ms), a FLUSHALL replaces every shard's engine (`ShardCtx::flush`, some
+//! milliseconds per shard), and `multi_commands_max` bounds how many a transaction holds.
+//!
 //! Limits: `multi_commands_max` queued commands and `multi_bytes_max` queued bytes per
 //! connection (past either the command is refused and EXEC aborts, as for an unknown command);
 //! the queue and the watched keys count in the connection's buffers (`maxmemory_clients`).
