@@ -1,7 +1,8 @@
 //! Exclusive sections: a multi-key command that must read before it writes, on keys of several
 //! shards, with no other client's command on those shards in between (RENAME, RENAMENX, COPY,
 //! MSETNX; issue 20 item 3), and a transaction that holds one, or a command that needs every
-//! shard (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHALL, FLUSHDB, INFO: `resp/multi.rs`). `atomic.rs` runs writes planned in advance all or nothing; a
+//! shard (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHALL, FLUSHDB, INFO: `resp/multi.rs`). `atomic.rs`
+//! runs writes planned in advance all or nothing; a
 //! RENAME cannot be planned in advance (its write carries the value it reads), so it runs here:
 //! every other involved shard is parked, and the command's reads and writes run in one
 //! synchronous stretch of the coordinator's thread.
@@ -260,22 +261,23 @@ impl Held<'_> {
 
     /// Sends `msg()` to every parked shard, runs it on this one meanwhile, and collects the
     /// answers in shard order. `None` unless every shard of the server is held, and when one
-    /// did not answer.
+    /// did not answer (every shard that was sent the message has been heard first, so the
+    /// next message's answers stay in step).
     fn every_shard(&mut self, msg: impl Fn() -> Msg) -> Option<Vec<Answer>> {
-        let n = self.ctx.shards();
-        if self.parked.len() + 1 != n {
+        if self.parked.len() + 1 != self.ctx.shards() {
             return None;
         }
-        for (_, tx, _) in &self.parked {
-            tx.send(msg()).ok()?;
-        }
-        let own = whole_shard(self.ctx, &msg());
-        let mut answers: Vec<(usize, Answer)> = vec![(self.ctx.id, own)];
-        for (s, _, rx) in &self.parked {
-            answers.push((*s, rx.recv().ok()?));
+        let sent: Vec<bool> = self
+            .parked
+            .iter()
+            .map(|(_, tx, _)| tx.send(msg()).is_ok())
+            .collect();
+        let mut answers = vec![(self.ctx.id, Some(whole_shard(self.ctx, &msg())))];
+        for ((s, _, rx), sent) in self.parked.iter().zip(sent) {
+            answers.push((*s, sent.then(|| rx.recv().ok()).flatten()));
         }
         answers.sort_unstable_by_key(|(s, _)| *s);
-        Some(answers.into_iter().map(|(_, a)| a).collect())
+        answers.into_iter().map(|(_, a)| a).collect()
     }
 
     fn answers(&self, s: usize) -> &std_mpsc::Receiver<Answer> {
