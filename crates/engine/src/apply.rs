@@ -241,18 +241,15 @@ fn apply_vector(
     (Status::Ok, effect)
 }
 
-/// Checks an operation against the limits before it enters the pipeline.
+/// Checks an operation against the limits before it enters the pipeline. The empty key is a
+/// key like any other (Redis accepts it; the index stores it as a record, `index::bucket`).
 pub(crate) fn validate(op: &Op, limits: &Limits) -> Result<(), crate::OpError> {
     use crate::OpError;
     let klen = op.key.len();
-    if klen.wrapping_sub(1) >= limits.key_len_max {
-        return Err(if klen == 0 {
-            OpError::KeyEmpty
-        } else {
-            OpError::KeyTooLong {
-                len: klen,
-                max: limits.key_len_max,
-            }
+    if klen > limits.key_len_max {
+        return Err(OpError::KeyTooLong {
+            len: klen,
+            max: limits.key_len_max,
         });
     }
     validate_value(op, limits)

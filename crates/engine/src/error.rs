@@ -7,6 +7,8 @@
 /// `ReplyTooLarge`: a write whose reply data would pass the budget is not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {
+    /// Not returned by the engine, which stores the empty key as Redis does; kept for its wire
+    /// code (1) and for protocols that refuse empty keys themselves (memcached's).
     #[error("key is empty")]
     KeyEmpty,
     #[error("key is {len} bytes, longer than key_len_max {max}")]

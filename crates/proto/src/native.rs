@@ -25,9 +25,9 @@
 //! trusted; one encoding per frame that the encoders produce, so test vectors round-trip
 //! byte-for-byte; copy flags chosen by the encoder, so clients get the compression for free.
 //!
-//! Non-goals: I/O, connection state (authentication, ATTACH), and semantics: function ids,
-//! element codes and empty keys pass through untouched and fail only their own op, in the
-//! engine. The numbers mirror the engine's (`codes.rs`) without depending on it.
+//! Non-goals: I/O, connection state (authentication, ATTACH), and semantics: function ids and
+//! element codes pass through untouched and fail only their own op, in the engine; empty keys
+//! pass through too (the engine stores them, as Redis does). The numbers mirror the engine's (`codes.rs`) without depending on it.
 //!
 //! Layout of this module: `frame.rs` header and framing checks; `request.rs` ops and their
 //! encoder; `response.rs` results and their (splitting) encoder; `control.rs` control frames and

@@ -97,9 +97,8 @@ impl McModel {
     pub fn apply(&mut self, op: &OwnedOp) -> (Status, Vec<u8>) {
         self.op_cas = self.cas_next;
         self.cas_next += 1;
-        if op.key.is_empty() {
-            return (Status::Error(OpError::KeyEmpty), vec![]);
-        }
+        // The engine stores the empty key (Redis allows it); memcached's protocol cannot send
+        // one, so the server never asks.
         if op.key.len() > self.limits.key_len_max {
             let e = OpError::KeyTooLong {
                 len: op.key.len(),

@@ -165,9 +165,7 @@ pub fn apply(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Outcome {
 }
 
 fn apply_inner(cur: Option<&[u8]>, op: &OwnedOp, limits: Limits) -> Applied {
-    if op.key.is_empty() {
-        return Err(OpError::KeyEmpty);
-    }
+    // The empty key is a key like any other, as in Redis.
     if op.key.len() > limits.key_len_max {
         return Err(OpError::KeyTooLong {
             len: op.key.len(),

@@ -33,7 +33,7 @@
 //! there room" is one comparison. Removing an entry shifts the entries behind it; that costs no
 //! extra memory access because the operation writes the bucket's one cache line anyway. A
 //! key-value with an empty value would set a single bit and break the alternation, so those are
-//! stored as records.
+//! stored as records; so is the empty key (Redis allows it), which has no last byte to mark.
 //!
 //! Why not the seed's slot-aligned placement: with 5-byte slots an 8 + 8-byte pair takes 4 slots
 //! (20 bytes), so a bucket holds 2 of them and 16-byte pairs cannot fill memory beyond about

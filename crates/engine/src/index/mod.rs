@@ -113,6 +113,18 @@ fn main_offset(h: u64, bucket_count: u64) -> usize {
     ((bucket_bits(h) * bucket_count) >> 32) as usize * LINE_BYTES
 }
 
+/// Whether a key of `klen` bytes may be stored inline, given the table's `inline_key_span`
+/// (`Table::inline_key_span`): 1..=span bytes. The empty key never is: an inline entry is
+/// found by its key's last byte's mark (`bucket.rs`), which an empty key does not have, so it
+/// is always a record (a 2-byte header, no key bytes), the way an empty value is. Only the
+/// general lookup asks: the main-bucket fast paths below (`probe_as`, `get_in_chain`,
+/// `replace_inline_as`, `main_inline_value_mut`) are never given the empty key (the pipeline
+/// sends it the general way, `pipeline/mod.rs`), so they keep their one plain length test.
+#[inline(always)]
+fn may_be_inline(klen: usize, inline_key_span: usize) -> bool {
+    klen.wrapping_sub(1) < inline_key_span
+}
+
 /// The main buckets of a [`Table`], read-only: what stage 1's prefetch and the GET fast path
 /// need, as a small copyable value ([`Table::main_index`]).
 #[derive(Clone, Copy)]
@@ -192,6 +204,7 @@ impl<'a> MainIndex<'a> {
         simd: impl ByteMatch,
     ) -> MainProbe<'a> {
         let b = self.bucket(h);
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
         if key.len() < self.inline_threshold {
             if let Some((pos, vlen)) = b.find_inline_with(key, simd) {
                 debug_assert!(!(PLAIN && b.has_deadline(pos, key.len() + vlen)));
@@ -318,6 +331,9 @@ pub struct Table {
     slab: SlabAllocator,
     bucket_count: u64,
     inline_threshold: usize,
+    /// `inline_threshold - 1` (0 when inlining is off): the key lengths that may be inline are
+    /// 1..=span, tested as one comparison by [`may_be_inline`].
+    inline_key_span: usize,
     top_class: u8,
     counts: TableCounts,
     /// Inline keys without a deadline: when they are all the keys, the main-bucket fast paths
@@ -344,6 +360,7 @@ impl Table {
             arena,
             slab,
             inline_threshold: inline_threshold.min(INLINE_BYTES_MAX + 1),
+            inline_key_span: inline_threshold.min(INLINE_BYTES_MAX + 1).saturating_sub(1),
             top_class,
             counts: TableCounts::default(),
             plain_inline_keys: 0,
@@ -491,6 +508,7 @@ impl Table {
     pub fn get_in_chain(&self, key: &[u8], h: u64, simd: impl ByteMatch) -> (Option<&[u8]>, u64) {
         debug_assert_eq!(self.counts.keys, self.plain_inline_keys);
         let mut hops = 0u64;
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
         if key.len() >= self.inline_threshold {
             return (None, hops);
         }
@@ -537,6 +555,7 @@ impl Table {
         value: &[u8],
         simd: impl ByteMatch,
     ) -> Option<u64> {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
         if key.len() >= self.inline_threshold {
             return None;
         }
@@ -596,6 +615,7 @@ impl Table {
         h: u64,
         simd: impl ByteMatch,
     ) -> Option<&mut [u8]> {
+        debug_assert!(!key.is_empty(), "the empty key takes the general road");
         if key.len() >= self.inline_threshold {
             return None;
         }
@@ -651,7 +671,7 @@ impl Table {
         let mut off = self.main_bucket(h);
         let mut prev = NO_BUCKET;
         let mut hops = 0usize;
-        let may_inline = key.len() < self.inline_threshold;
+        let may_inline = may_be_inline(key.len(), self.inline_key_span);
         loop {
             acc.read_bucket(off);
             let b = self.bucket(off);
@@ -765,15 +785,19 @@ impl Table {
     }
 
     /// Whether a key-value (with a deadline if `deadline`) is stored inline: below the
-    /// threshold, with a value (an empty value would break the bitmap's alternation of key and
-    /// value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
+    /// threshold, with a key and a value (an empty one would break the bitmap's alternation of
+    /// key and value marks; see `bucket`), and with its deadline's 8 bytes within a bucket's slots. The
     /// threshold is the tuner's choice of which sizes of key-value go inline (`config::tune`),
     /// so it applies to the key-value, not to its deadline. An entry with item meta is never
     /// inline (`record.rs` keeps it in the record's header).
     fn is_inline(&self, klen: usize, vlen: usize, deadline: bool, meta: bool) -> bool {
         let kv_len = klen + vlen;
         let stored = kv_len + if deadline { record::DEADLINE_BYTES } else { 0 };
-        !meta && vlen > 0 && kv_len < self.inline_threshold && stored <= INLINE_BYTES_MAX
+        !meta
+            && klen > 0
+            && vlen > 0
+            && kv_len < self.inline_threshold
+            && stored <= INLINE_BYTES_MAX
     }
 
     /// Arena bytes a key-value of these lengths takes (MEMORY USAGE): inline, its bytes in the

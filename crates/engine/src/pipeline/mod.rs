@@ -55,6 +55,13 @@
 //! linearizable and leave the same store. A group whose final write-back runs out of memory is
 //! replayed operation by operation, so each gets the result it would have had alone.
 //!
+//! The empty key (Redis allows it) is always a record (`index::bucket`), and the main-bucket
+//! shortcuts (the direct roads, the free GETs, a lone leader's GET probe, in-place PUT and
+//! counter add) search inline entries by a key's bytes: they are never given it. A window that
+//! holds it goes through the station, which makes it a leader of its own, and its leader runs
+//! the general lookup. The test is the key-length check those roads made anyway (1..=max), so
+//! they pay nothing for it.
+//!
 //! Prefetching only a distance ahead, between executions, keeps about as many misses in flight
 //! as the core's miss buffers hold while the work goes on: the software form of the seed's 256
 //! in-flight DMAs. A stage that prefetched a whole window first would stall on full miss
@@ -66,7 +73,7 @@ mod station;
 
 pub(crate) use station::Station;
 
-use crate::apply::validate;
+use crate::apply::validate_value;
 use crate::config::{Limits, WINDOW_MAX};
 use crate::hash::{key_hash, STATION_SLOTS};
 use crate::index::{key_eq, Access, KeyMatch, MainProbe, Table};
@@ -101,13 +108,17 @@ enum Simple {
 /// Classifies a window; the scans stop at the first operation that rules a class out.
 #[inline(always)]
 fn simple_window(win: &[Op], limits: &Limits) -> Simple {
-    let valid_get =
-        |op: &Op| (op.kind == OpKind::Get) & (op.key.len().wrapping_sub(1) < limits.key_len_max);
+    // A key of 1..=key_len_max bytes: the empty key takes the general road (see the module
+    // comment), and so does a window that holds it.
+    let key_ok = |op: &Op| op.key.len().wrapping_sub(1) < limits.key_len_max;
+    let valid_get = |op: &Op| (op.kind == OpKind::Get) & key_ok(op);
     let Some(first_other) = win.iter().position(|op| !valid_get(op)) else {
         return Simple::Gets;
     };
     let simple = win[first_other..].iter().all(|op| {
-        matches!(op.kind, OpKind::Get | OpKind::Put | OpKind::PutXx) && validate(op, limits).is_ok()
+        matches!(op.kind, OpKind::Get | OpKind::Put | OpKind::PutXx)
+            && key_ok(op)
+            && validate_value(op, limits).is_ok()
     });
     if simple {
         Simple::GetsPuts

@@ -82,6 +82,10 @@ impl Pipeline<'_> {
         if s.follow_next == NONE && s.run == 1 {
             let i = s.op as usize;
             let op = &ops[i];
+            // The shortcuts below search inline entries, which the empty key never is.
+            if op.key.is_empty() {
+                return self.run_single(ops, i, s.hash, out);
+            }
             // A lone GET in a window with writes: the read-only path's main-bucket probe
             // decides nearly all of them without the general lookup's bookkeeping.
             if op.kind == OpKind::Get

@@ -192,6 +192,7 @@ impl Pipeline<'_> {
             }
             if free_gets
                 && op.kind == OpKind::Get
+                && !op.key.is_empty()
                 && !self
                     .station
                     .writes_to_slot(station_slot(self.station.ring[p].hash))

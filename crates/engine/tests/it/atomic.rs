@@ -217,7 +217,6 @@ fn a_batch_with_one_bad_argument_stores_nothing() {
                 max: 4096,
             },
         ),
-        (Op::put(b"", b"v"), OpError::KeyEmpty),
     ] {
         for at in [0, 3, 6] {
             let mut ops = vec![Op::put(b"a", b"1"); 6];

@@ -159,7 +159,9 @@ fn atomics_vectors_reduce_filter() {
 #[test]
 fn limits_are_checked() {
     let mut e = engine(8, 0.5, 51);
-    assert_eq!(e.put(b"", b"x"), Err(OpError::KeyEmpty));
+    // The empty key is a key (Redis allows it).
+    assert_eq!(e.put(b"", b"x"), Ok(()));
+    assert_eq!(e.get(b"").unwrap().as_deref(), Some(&b"x"[..]));
     assert_eq!(
         e.put(&[1u8; 251], b"x"),
         Err(OpError::KeyTooLong { len: 251, max: 250 })
@@ -478,4 +480,61 @@ fn the_wide_build_runs_where_the_cpu_has_it_and_can_be_turned_off() {
     }
     assert_eq!(e.get(b"key-true").unwrap().as_deref(), Some(&b"value"[..]));
     e.check_invariants();
+}
+
+/// The empty key (Redis allows it) on every road of the pipeline: a window of GETs only, one of
+/// GETs and PUTs, one with other operations (the reservation station, lone leaders and a
+/// group), with the key inline-eligible sizes around it, in tables with and without records,
+/// inline key-values or chains. It is always a record: an inline entry is found by its key's
+/// last byte, which the empty key does not have.
+#[test]
+fn the_empty_key_is_a_key_on_every_road() {
+    for (threshold, ratio) in [(51, 0.5), (0, 0.5), (51, 0.001)] {
+        let mut e = engine(8, ratio, threshold);
+        let mut out = Results::default();
+        // Missing, in a table of plain inline keys only (no records: the GET fast paths).
+        e.put(b"a", b"1").unwrap();
+        e.execute(&[Op::get(b""), Op::get(b"a"), Op::get(b"")], &mut out);
+        assert_eq!(out.status(0), Status::NotFound);
+        assert_eq!(out.status(2), Status::NotFound);
+        // Stored by a window of GETs and PUTs, read back by a window of GETs.
+        e.execute(
+            &[Op::put(b"", b"v0"), Op::get(b""), Op::put(b"b", b"2")],
+            &mut out,
+        );
+        assert_eq!((out.status(1), out.data(1)), (Status::Ok, &b"v0"[..]));
+        e.execute(&[Op::get(b"a"), Op::get(b"")], &mut out);
+        assert_eq!((out.status(1), out.data(1)), (Status::Ok, &b"v0"[..]));
+        assert_eq!(e.counts().inline_keys, if threshold > 0 { 2 } else { 0 });
+        // The station: a group on the empty key (append, incr), a lone GET beside writes.
+        let one = 1i64.to_le_bytes();
+        e.execute(
+            &[
+                Op::put(b"", b"7"),
+                Op::incr_by(b"", &one),
+                Op::append(b"", b"0"),
+                Op::get(b"a"),
+                Op::delete(b"b"),
+            ],
+            &mut out,
+        );
+        assert_eq!(out.status(2), Status::Ok);
+        assert_eq!(e.get(b"").unwrap().as_deref(), Some(&b"80"[..]));
+        // An empty value under the empty key, then a deadline, then gone.
+        e.put(b"", b"").unwrap();
+        assert_eq!(e.get(b"").unwrap().as_deref(), Some(&b""[..]));
+        e.set_now(1_000_000);
+        let args = directkv_engine::expire_args(1_010_000, 0);
+        e.execute(&[Op::expire(b"", &args), Op::ttl(b"")], &mut out);
+        assert_eq!(out.status(0), Status::Ok);
+        assert_eq!(e.counts().expiring_keys, 1);
+        let mut keys = Vec::new();
+        e.for_each(|k, _| keys.push(k.to_vec()));
+        keys.sort();
+        assert_eq!(keys, vec![b"".to_vec(), b"a".to_vec()]);
+        assert_eq!(e.delete(b""), Ok(true));
+        assert_eq!(e.get(b"").unwrap(), None);
+        assert_eq!(e.delete(b""), Ok(false));
+        e.check_invariants();
+    }
 }

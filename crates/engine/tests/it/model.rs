@@ -20,7 +20,7 @@
 //! the Redis string operations APPEND, INCRBY and INCRBYFLOAT (with puts of number texts so the
 //! counters meet integers, floats and texts Redis refuses), plus
 //! operations that must fail (wrong width, unknown function, wrong function kind, length
-//! mismatch, empty key). Out of memory is the one outcome the model cannot predict: when an
+//! mismatch) and the empty key, which Redis allows and the engine stores as a record. Out of memory is the one outcome the model cannot predict: when an
 //! engine reports it for an operation that would have written, that engine's model skips the
 //! operation, and the store must show that nothing changed. Forward mode stores only the final
 //! value of a same-key group, so it can succeed where Stall mode runs out of memory; the two are
@@ -122,7 +122,7 @@ enum Bad {
     ShortDelta,
     /// u8 filter with a 2-byte parameter: WrongWidth.
     WideParam,
-    /// A put with an empty key: KeyEmpty.
+    /// A put with an empty key: stored like any other key (it used to be KeyEmpty).
     EmptyKey,
     /// A get with a 251-byte key: KeyTooLong.
     LongKey,
@@ -563,6 +563,8 @@ fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
         // Up to key_len_max: records with long keys.
         1 => prop::collection::vec(any::<u8>(), 41..=KEY_LEN_MAX),
         1 => prop::collection::vec(0u8..4, 1..=3),
+        // The empty key (Redis allows it): always a record, whatever the inline threshold.
+        1 => Just(Vec::new()),
     ]
 }
 

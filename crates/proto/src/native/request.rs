@@ -24,7 +24,7 @@
 //! updates with the same delta repeats neither its length nor its bytes (the seed's two copy
 //! flags); decoded ops borrow key and arguments from the frame wherever the bytes physically are.
 //! Non-goals: function ids and element codes are passed through unchecked (the engine fails
-//! just that op); empty keys likewise.
+//! just that op); empty keys likewise (the engine stores them, as Redis does).
 
 use std::fmt;
 

@@ -186,7 +186,7 @@ fn counts_and_lengths_are_bounded_by_the_frame_before_any_loop() {
 #[test]
 fn a_full_frame_of_one_byte_ops_decodes() {
     // frame_ops_max GETs of empty keys, each a single COPY_KEY_LEN byte after the first: the
-    // codec passes empty keys through (the engine fails each with "key is empty").
+    // codec passes empty keys through (to the engine, which stores the empty key as Redis does).
     let mut f = header(0x01, 0, 1);
     f.extend_from_slice(&L.frame_ops_max.to_le_bytes());
     f.extend_from_slice(&[0x00, 0x00]);

@@ -63,12 +63,21 @@ fn wanted(args: &[&[u8]]) -> [bool; SECTIONS.len()] {
 }
 
 pub(crate) async fn info(ctx: &ShardCtx, args: &[&[u8]]) -> String {
+    if !wanted(args).contains(&true) {
+        return String::new();
+    }
+    let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
+    render(ctx, args, &reports)
+}
+
+/// INFO's text for `args` from every shard's engine report: [`info`] asks the shards for
+/// them, a transaction (`resp/multi.rs`) asks its parked shards.
+pub(crate) fn render(ctx: &ShardCtx, args: &[&[u8]], reports: &[Report]) -> String {
     let want = wanted(args);
     let mut s = String::new();
     if !want.contains(&true) {
         return s;
     }
-    let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
     let stats = &ctx.stats;
     for (i, name) in SECTIONS.iter().enumerate() {
         if !want[i] {
@@ -78,7 +87,7 @@ pub(crate) async fn info(ctx: &ShardCtx, args: &[&[u8]]) -> String {
             s.push_str("\r\n");
         }
         let _ = write!(s, "# {name}\r\n");
-        section(&mut s, name, ctx, stats, &reports);
+        section(&mut s, name, ctx, stats, reports);
     }
     s
 }

@@ -15,11 +15,19 @@
 //!
 //! Atomicity: a transaction's operations are one plan, run as one batch per shard with those
 //! shards held (`shard/atomic.rs`), so no other client's command runs in between and no
-//! multi-key read sees it half done. SCAN, KEYS and RANDOMKEY read every shard: a part that
-//! holds one runs with every shard held (below), so they see the transaction's earlier writes
-//! and nothing else's in between (issue 20). Other commands that need every shard (INFO,
-//! DBSIZE, FLUSHALL, FLUSHDB: barriers) run at their place in the transaction between two
-//! such plans: each part before and after them is atomic, the whole is not.
+//! multi-key read sees it half done. The commands that need every shard (SCAN, KEYS,
+//! RANDOMKEY, DBSIZE, FLUSHALL, FLUSHDB, INFO: barriers outside a transaction) make the
+//! transaction hold every shard (below) and run at their place in it as messages to the held
+//! shards (`shard/exclusive.rs`), so they see the transaction's earlier writes and nothing
+//! else's, and a FLUSHALL empties the shards between two of its commands with no other
+//! client's command before or after it in between (issue 20). FLUSHALL goes through
+//! `ShardCtx::flush` on every shard as it does outside, which marks the watchers of those
+//! shards dirty.
+//!
+//! Cost: a transaction with an every-shard command holds every shard for its whole length, as
+//! Redis's one thread is held: a KEYS walks whole indexes, an INFO asks every shard for its
+//! report (about 0.15 ms), a FLUSHALL replaces every shard's engine (`ShardCtx::flush`, some
+//! milliseconds per shard), and `multi_commands_max` bounds how many a transaction holds.
 //!
 //! Limits: `multi_commands_max` queued commands and `multi_bytes_max` queued bytes per
 //! connection (past either the command is refused and EXEC aborts, as for an unknown command);
@@ -27,9 +35,9 @@
 //! `watch_keys_max` keys watched per connection.
 //!
 //! Commands that read before they write (RENAME, RENAMENX, COPY, MSETNX, and MEMORY USAGE,
-//! `keyspace::Exclusive`) cannot be planned in advance: a part of a transaction that holds one
-//! runs with all its shards held at once (`shard/exclusive.rs`), its planned commands as
-//! batches and those commands in their place, so the part is still atomic.
+//! `keyspace::Exclusive`) cannot be planned in advance: a transaction that holds one runs with
+//! all its shards held at once (`shard/exclusive.rs`), its planned commands as batches and
+//! those commands in their place, so it is still atomic.
 //!
 //! Expiry (Redis 7): a watched key that expires aborts the transaction, whether the sweep or a
 //! lookup removed it (`shard/watches.rs`) or it is still there past its deadline at EXEC,
@@ -201,6 +209,12 @@ pub(crate) fn intercept(
     Some(match name {
         b"multi" => cmd::error(p, v, "ERR MULTI calls can not be nested"),
         b"watch" => cmd::error(p, v, "ERR WATCH inside MULTI is not allowed"),
+        // Redis 7's one "no-multi" command that directkv has: refused, and EXEC then aborts
+        // (queued, it stopped the server at EXEC).
+        b"shutdown" => {
+            m.dirty = true;
+            cmd::error(p, v, "ERR Command not allowed inside a transaction")
+        }
         b"exec" => Planned::Multi,
         b"discard" => {
             m.reset();
@@ -281,14 +295,15 @@ async fn watch(ctx: &ShardCtx, s: &mut Session, a: &[&[u8]], out: &mut Vec<u8>) 
     RespWriter::new(out, s.version).simple("OK");
 }
 
-/// A stretch of a transaction between barriers that holds a command which reads before it
-/// writes (RENAME, COPY, MSETNX, MEMORY USAGE) or walks the keyspace (SCAN, KEYS,
-/// RANDOMKEY): the commands planned before it, then it, ...
+/// A part of a transaction that holds a command which reads before it writes (RENAME, COPY,
+/// MSETNX, MEMORY USAGE) or needs every shard (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHALL,
+/// FLUSHDB, INFO): the commands planned before it, then it, ...
 enum Segment<'q> {
     Planned(Pending),
     Exclusive(Result<Exclusive<'q>, Answer>),
-    /// SCAN, KEYS or RANDOMKEY (`cmd/scan.rs`): a walk over every shard, which holds them all.
-    Walk(Vec<&'q [u8]>),
+    /// A barrier outside a transaction (`cmd/scan.rs`'s walks, `cmd/server.rs`'s DBSIZE,
+    /// FLUSHALL, FLUSHDB, INFO): it holds every shard.
+    EveryShard(Vec<&'q [u8]>),
 }
 
 /// EXEC: the queued commands run as one transaction (see the module comment).
@@ -318,7 +333,7 @@ async fn exec(
     let mut watched = vec![false; ctx.shards()];
     s.multi.watches.shards().for_each(|sh| watched[sh] = true);
     let watcher = s.multi.watches.watcher();
-    let mut first = Some((watched.as_slice(), &*watcher));
+    let watch = (watched.as_slice(), &*watcher);
     let mut segments = Vec::new();
     p.clear();
     for i in 0..queue.len() {
@@ -333,18 +348,10 @@ async fn exec(
                 segments.push(Segment::Exclusive(e));
             }
             Planned::Atomic => plan_atomic(p, v, &ctx.cfg, &a),
-            Planned::Barrier if cmd::scan::is_walk(name.as_bytes()) => {
+            Planned::Barrier => {
                 let before = std::mem::replace(p, Pending::new(ctx.shards()));
                 segments.push(Segment::Planned(before));
-                segments.push(Segment::Walk(a));
-            }
-            Planned::Barrier => {
-                let w = first.take();
-                if !part(ctx, p, &mut segments, v, w, queue.len(), out).await {
-                    s.multi.reset();
-                    return;
-                }
-                cmd::server::barrier(ctx, v, &a, out).await;
+                segments.push(Segment::EveryShard(a));
             }
             // Neither EXEC nor WATCH is ever queued.
             Planned::Multi => {
@@ -352,72 +359,64 @@ async fn exec(
             }
         }
     }
-    part(ctx, p, &mut segments, v, first.take(), queue.len(), out).await;
+    run_queue(ctx, p, segments, v, watch, queue.len(), out).await;
     s.multi.reset();
 }
 
-/// Runs what `segments` and then `p` hold as one atomic part of a transaction and renders
-/// their replies; both are empty after. The first part (`watch` is `Some`) checks the watched
-/// keys and writes the reply's array header, or the null array and `false` when a watched key
-/// changed.
-async fn part(
+/// Runs the transaction: what `segments` and then `p` hold, as one atomic whole, and renders
+/// its replies after the array header, or the null array when a watched key (of the shards
+/// `watch.0` marks) changed.
+async fn run_queue(
     ctx: &ShardCtx,
     p: &mut Pending,
-    segments: &mut Vec<Segment<'_>>,
+    mut segments: Vec<Segment<'_>>,
     v: Version,
-    watch: Option<(&[bool], &Watcher)>,
+    watch: (&[bool], &Watcher),
     commands: usize,
     out: &mut Vec<u8>,
-) -> bool {
+) {
     if !segments.is_empty() {
         segments.push(Segment::Planned(std::mem::replace(
             p,
             Pending::new(ctx.shards()),
         )));
-        let ran = part_held(ctx, segments, v, watch, commands, out).await;
-        segments.clear();
-        return ran;
+        return run_held(ctx, &mut segments, v, watch, commands, out).await;
     }
-    let ran = match watch {
-        Some((shards, w)) => atomic::execute_tx(ctx, &mut p.plan, shards, &|| w.is_dirty()).await,
-        None => atomic::execute_tx(ctx, &mut p.plan, &[], &|| false).await,
-    };
-    if watch.is_some() {
-        if let Ok(false) = ran {
-            p.clear();
-            return aborted(ctx, v, out);
-        }
-        RespWriter::new(out, v).array_len(commands);
+    let (shards, w) = watch;
+    let ran = atomic::execute_tx(ctx, &mut p.plan, shards, &|| w.is_dirty()).await;
+    if let Ok(false) = ran {
+        p.clear();
+        return aborted(ctx, v, out);
     }
+    RespWriter::new(out, v).array_len(commands);
     // On `Err` (a shard gone) the operations of the missing shards render as errors.
     reply::render(p, v, out, &ctx.stats);
     p.clear();
-    true
 }
 
-/// EXEC's null array for a transaction a watched key aborted; returns `false`.
-fn aborted(ctx: &ShardCtx, v: Version, out: &mut Vec<u8>) -> bool {
+/// EXEC's null array for a transaction a watched key aborted.
+fn aborted(ctx: &ShardCtx, v: Version, out: &mut Vec<u8>) {
     ctx.stats
         .multi_watch_aborted
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     RespWriter::new(out, v).null_array();
-    false
 }
 
-/// A part with a command that reads before it writes: every shard of the part's keys (and of
-/// the watched keys, for the first part) held at once (`shard/exclusive.rs`), then its
-/// commands run in order, each segment of planned commands as one batch per shard, each
-/// exclusive command as it runs alone, with no other client's command in between.
-async fn part_held(
+/// A transaction with a command that reads before it writes or needs every shard: every
+/// shard of its keys, of its watched keys (and every shard, for the latter kind) held at once
+/// (`shard/exclusive.rs`), then its commands run in order, each segment of planned commands as
+/// one batch per shard, each other command as it runs alone, with no other client's command in
+/// between.
+async fn run_held(
     ctx: &ShardCtx,
     segments: &mut [Segment<'_>],
     v: Version,
-    watch: Option<(&[bool], &Watcher)>,
+    watch: (&[bool], &Watcher),
     commands: usize,
     out: &mut Vec<u8>,
-) -> bool {
+) {
     let n = ctx.shards();
-    let mut shards: Vec<usize> = Vec::new();
+    let mut shards: Vec<usize> = (0..n).filter(|&s| watch.0[s]).collect();
     for seg in segments.iter() {
         match seg {
             Segment::Planned(pend) => {
@@ -425,20 +424,15 @@ async fn part_held(
             }
             Segment::Exclusive(Ok(e)) => shards.extend(e.keys().iter().map(|k| shard_of(k, n))),
             Segment::Exclusive(Err(_)) => {}
-            Segment::Walk(_) => shards.extend(0..n),
+            Segment::EveryShard(_) => shards.extend(0..n),
         }
-    }
-    if let Some((w, _)) = watch {
-        shards.extend((0..n).filter(|&s| w[s]));
     }
     let mut plan = Plan::new(n);
     let held = exclusive::run(ctx, &shards, |h| {
-        if let Some((_, w)) = watch {
-            if w.is_dirty() {
-                return false;
-            }
-            RespWriter::new(out, v).array_len(commands);
+        if watch.1.is_dirty() {
+            return false;
         }
+        RespWriter::new(out, v).array_len(commands);
         for seg in segments.iter_mut() {
             match seg {
                 Segment::Planned(pend) => {
@@ -448,19 +442,19 @@ async fn part_held(
                 }
                 Segment::Exclusive(Ok(e)) => e.run(ctx, h, &mut plan).write(out, v),
                 Segment::Exclusive(Err(a)) => a.write(out, v),
-                Segment::Walk(a) => cmd::scan::in_transaction(ctx, h, v, a, out),
+                Segment::EveryShard(a) if cmd::scan::is_walk(Name::lower(a[0]).as_bytes()) => {
+                    cmd::scan::in_transaction(ctx, h, v, a, out)
+                }
+                Segment::EveryShard(a) => cmd::server::in_transaction(ctx, h, v, a, out),
             }
         }
         true
     })
     .await;
     match held {
-        Ok(true) => true,
+        Ok(true) => {}
         Ok(false) => aborted(ctx, v, out),
-        Err(e) => {
-            RespWriter::new(out, v).error(&cmd::op_error_text(&e));
-            false
-        }
+        Err(e) => RespWriter::new(out, v).error(&cmd::op_error_text(&e)),
     }
 }
 

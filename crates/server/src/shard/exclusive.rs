@@ -1,6 +1,8 @@
 //! Exclusive sections: a multi-key command that must read before it writes, on keys of several
 //! shards, with no other client's command on those shards in between (RENAME, RENAMENX, COPY,
-//! MSETNX; issue 20 item 3). `atomic.rs` runs writes planned in advance all or nothing; a
+//! MSETNX; issue 20 item 3), and a transaction that holds one, or a command that needs every
+//! shard (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHALL, FLUSHDB, INFO: `resp/multi.rs`). `atomic.rs`
+//! runs writes planned in advance all or nothing; a
 //! RENAME cannot be planned in advance (its write carries the value it reads), so it runs here:
 //! every other involved shard is parked, and the command's reads and writes run in one
 //! synchronous stretch of the coordinator's thread.
@@ -10,7 +12,8 @@
 //!                        otherwise:          atomic's CROSS_SHARD lock
 //!                          ├─ Job::Park to every other involved shard, ascending; each answers
 //!                          │  "parked" and then runs only this coordinator's messages (Run a
-//!                          │  batch, Check a batch, Scan a step) until its sender is dropped
+//!                          │  batch, Check a batch, Scan a step, Count its keys, Flush its
+//!                          │  engine, Report for INFO) until its sender is dropped
 //!                          └─ EPOCH odd ─> f(held): reads, decision, writes, each a blocking
 //!                             round trip to a parked shard or a direct call on this one ─>
 //!                             EPOCH even ─> senders dropped: the shards go on
@@ -31,7 +34,7 @@
 
 use std::sync::mpsc as std_mpsc;
 
-use directkv_engine::{OpError, Results};
+use directkv_engine::{OpError, Report, Results};
 use tokio::sync::oneshot;
 
 use super::atomic::{CommitStep, CROSS_SHARD};
@@ -53,6 +56,12 @@ pub(crate) enum Msg {
     /// One step of a walk over the shard's keys (`scan.rs`: SCAN, KEYS or RANDOMKEY inside a
     /// transaction).
     Scan(Step),
+    /// The number of keys stored (DBSIZE inside a transaction).
+    Count,
+    /// Remove every key, through `ShardCtx::flush` (FLUSHALL, FLUSHDB inside a transaction).
+    Flush,
+    /// The engine's report (INFO inside a transaction).
+    Report,
 }
 
 /// A parked shard's answers, in the order of the messages.
@@ -60,6 +69,9 @@ pub(crate) enum Answer {
     Ran(OwnedBatch, Results),
     Checked(OwnedBatch, Result<(), OpError>),
     Scanned(Step),
+    Counted(u64),
+    Flushed,
+    Reported(Box<Report>),
 }
 
 /// A `Park` job's channels.
@@ -105,10 +117,33 @@ pub(crate) fn park(ctx: &ShardCtx, c: ParkChannels) {
                 }
                 Answer::Scanned(step)
             }
+            m @ (Msg::Count | Msg::Flush | Msg::Report) => {
+                let Some(a) =
+                    panics::contain_blocking("exclusive whole-shard step", &ctx.stats, || {
+                        whole_shard(ctx, &m)
+                    })
+                else {
+                    return;
+                };
+                a
+            }
         };
         if c.answers.send(answer).is_err() {
             return;
         }
+    }
+}
+
+/// What a whole-shard message (`Count`, `Flush`, `Report`) does on the shard `ctx` owns.
+fn whole_shard(ctx: &ShardCtx, msg: &Msg) -> Answer {
+    match msg {
+        Msg::Count => Answer::Counted(ctx.keys()),
+        Msg::Flush => {
+            ctx.flush();
+            Answer::Flushed
+        }
+        Msg::Report => Answer::Reported(Box::new(ctx.report())),
+        Msg::Run(..) | Msg::Check(_) | Msg::Scan(_) => unreachable!("not a whole-shard message"),
     }
 }
 
@@ -185,6 +220,64 @@ impl Held<'_> {
             Ok(Answer::Scanned(step)) => Some(step),
             _ => None,
         }
+    }
+
+    /// Keys stored in every shard of the server, summed (DBSIZE); `None` when a shard is not
+    /// held or did not answer.
+    pub(crate) fn count(&mut self) -> Option<u64> {
+        let answers = self.every_shard(|| Msg::Count)?;
+        answers
+            .into_iter()
+            .map(|a| match a {
+                Answer::Counted(n) => Some(n),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// Empties every shard of the server through `ShardCtx::flush` (FLUSHALL, FLUSHDB), which
+    /// tells WATCH; `None` when a shard is not held or did not answer (the shards that did are
+    /// empty).
+    pub(crate) fn flush(&mut self) -> Option<()> {
+        let answers = self.every_shard(|| Msg::Flush)?;
+        answers
+            .iter()
+            .all(|a| matches!(a, Answer::Flushed))
+            .then_some(())
+    }
+
+    /// Every shard's engine report, in shard order (INFO); `None` when a shard is not held or
+    /// did not answer.
+    pub(crate) fn reports(&mut self) -> Option<Vec<Report>> {
+        let answers = self.every_shard(|| Msg::Report)?;
+        answers
+            .into_iter()
+            .map(|a| match a {
+                Answer::Reported(r) => Some(*r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Sends `msg()` to every parked shard, runs it on this one meanwhile, and collects the
+    /// answers in shard order. `None` unless every shard of the server is held, and when one
+    /// did not answer (every shard that was sent the message has been heard first, so the
+    /// next message's answers stay in step).
+    fn every_shard(&mut self, msg: impl Fn() -> Msg) -> Option<Vec<Answer>> {
+        if self.parked.len() + 1 != self.ctx.shards() {
+            return None;
+        }
+        let sent: Vec<bool> = self
+            .parked
+            .iter()
+            .map(|(_, tx, _)| tx.send(msg()).is_ok())
+            .collect();
+        let mut answers = vec![(self.ctx.id, Some(whole_shard(self.ctx, &msg())))];
+        for ((s, _, rx), sent) in self.parked.iter().zip(sent) {
+            answers.push((*s, sent.then(|| rx.recv().ok()).flatten()));
+        }
+        answers.sort_unstable_by_key(|(s, _)| *s);
+        answers.into_iter().map(|(_, a)| a).collect()
     }
 
     fn answers(&self, s: usize) -> &std_mpsc::Receiver<Answer> {

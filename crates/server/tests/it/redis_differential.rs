@@ -30,8 +30,8 @@
 //! reclaims it later, so DBSIZE would depend on its sweep.
 //!
 //! Deliberate differences, never generated:
-//! - The empty key and keys over `key_len_max` (250 bytes), values over `value_len_max`
-//!   (1 MiB): engine limits; Redis takes them.
+//! - Keys over `key_len_max` (250 bytes), values over `value_len_max` (1 MiB): engine
+//!   limits; Redis takes them. (The empty key is a hot key: both take it.)
 //! - SELECT of a database other than 0: directkv has one database.
 //!
 //! Normalised: INCRBYFLOAT results (`floats_agree`). Redis adds in x87 `long double` (64-bit
@@ -66,7 +66,7 @@ fn commands_per_round() -> usize {
 const ROUNDS: [(u64, usize, bool); 4] = [(1, 3, false), (2, 4, true), (3, 1, true), (4, 2, false)];
 /// Keys in all, and how many of them are hot (addressed by `HOT_PERCENT` of the commands).
 const KEYS: usize = 1000;
-const HOT_KEYS: usize = 12;
+const HOT_KEYS: usize = 13;
 const HOT_PERCENT: usize = 70;
 /// Longest pipeline sent before reading the replies.
 const PIPELINE_MAX: usize = 24;
@@ -149,14 +149,15 @@ const TEXTS: &[&str] = &[
     "$-1",
 ];
 
-/// `KEYS` keys: the first `HOT_KEYS` (short names, a binary one and one of `key_len_max`
-/// bytes) are hot, the rest spread over every shard.
+/// `KEYS` keys: the first `HOT_KEYS` (short names, a binary one, one of `key_len_max` bytes
+/// and the empty key) are hot, the rest spread over every shard.
 fn keys() -> Vec<Vec<u8>> {
     let mut k: Vec<Vec<u8>> = (0..8).map(|i| format!("k{i}").into_bytes()).collect();
     k.push(b"K0".to_vec());
     k.push(b"counter".to_vec());
     k.push(b"bin\x00\xff\r\n".to_vec());
     k.push(vec![b'L'; 250]);
+    k.push(Vec::new());
     assert_eq!(k.len(), HOT_KEYS);
     k.extend((k.len()..KEYS).map(|i| format!("key:{i}").into_bytes()));
     k

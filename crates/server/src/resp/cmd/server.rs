@@ -1,15 +1,21 @@
 //! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT TIME LASTSAVE SHUTDOWN,
 //! the routes to COMMAND (`command.rs`), CLIENT (`client.rs`) and CONFIG (`config_cmd.rs`), and
-//! the barriers that need every shard: INFO DBSIZE FLUSHALL FLUSHDB.
+//! the barriers that need every shard: INFO DBSIZE FLUSHALL FLUSHDB. Outside a transaction a
+//! barrier runs after the commands before it, asking each shard in turn; inside one it runs in
+//! the transaction's exclusive section with every shard held (`in_transaction`), so the
+//! transaction stays atomic as a whole.
 
 use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{arity, error, Planned, Session};
 use crate::resp::reply::Pending;
+use crate::shard::exclusive::Held;
 use crate::shard::{ask_all, Job, ShardCtx};
 
 const SERVER_NAME: &str = "directkv";
 const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// A shard did not answer inside a transaction (it stopped or panicked).
+const ERR_UNAVAILABLE: &str = "ERR shard unavailable";
 
 pub fn plan(
     p: &mut Pending,
@@ -263,5 +269,38 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
         }
         n if super::scan::is_walk(n.as_bytes()) => super::scan::barrier(ctx, v, a, out).await,
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
+    }
+}
+
+/// [`barrier`] for DBSIZE, FLUSHALL, FLUSHDB and INFO inside a transaction (`resp/multi.rs`),
+/// with every shard held: it counts, empties or reports them with no other command between.
+/// FLUSHALL still empties each engine through `ShardCtx::flush` (the parked shards' too), so
+/// WATCH and a persistence log see it as they do outside a transaction.
+pub(crate) fn in_transaction(
+    ctx: &ShardCtx,
+    held: &mut Held<'_>,
+    v: Version,
+    a: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
+    let mut w = RespWriter::new(out, v);
+    match name.as_str() {
+        "dbsize" if a.len() == 1 => match held.count() {
+            Some(n) => w.integer(n as i64),
+            None => w.error(ERR_UNAVAILABLE),
+        },
+        "flushall" | "flushdb" => match held.flush() {
+            Some(()) => w.simple("OK"),
+            None => w.error(ERR_UNAVAILABLE),
+        },
+        "info" => match held.reports() {
+            Some(reports) => {
+                let text = crate::resp::info::render(ctx, &a[1..], &reports);
+                info_reply(out, v, &text);
+            }
+            None => w.error(ERR_UNAVAILABLE),
+        },
+        _ => w.error(&resp::err_wrong_arity(&name)),
     }
 }

@@ -256,11 +256,9 @@ fn refuse(p: &mut Pending, v: Version, e: &OpError) {
 }
 
 /// The error a SET of `key` and `value` would get for a limit (the engine's own check, made
-/// before anything is planned).
+/// before anything is planned). The empty key is a key, as in Redis.
 pub(crate) fn limit_error(cfg: &ServerConfig, key: &[u8], value: &[u8]) -> Option<OpError> {
-    if key.is_empty() {
-        Some(OpError::KeyEmpty)
-    } else if key.len() > cfg.key_len_max {
+    if key.len() > cfg.key_len_max {
         Some(OpError::KeyTooLong {
             len: key.len(),
             max: cfg.key_len_max,
