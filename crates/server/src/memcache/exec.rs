@@ -345,7 +345,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaGet { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 tally.add(C::CmdGet, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
@@ -376,7 +375,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaSet { key, flags, value } => {
-                tally.add(C::CmdMeta, 1);
                 tally.add(C::CmdSet, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
@@ -405,7 +403,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaDelete { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 let cas = flags.compare_cas.map(|c| mc::u64_arg(compare(c)));
@@ -416,7 +413,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaArithmetic { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 let args = ArithArgs {
@@ -439,6 +435,8 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaDebug { key } => {
+                // memcached 1.6.18's cmd_meta counts `me` alone.
+                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 Pending::MetaDebug {
