@@ -60,6 +60,11 @@ pub(crate) fn apply(
     let r = apply_kv(reg, op, cur, &mut item.deadline, now, scratch, out);
     if !matches!(r.1, Effect::Keep | Effect::Touch) {
         item.meta = Meta::NONE;
+    } else if op.kind == OpKind::Ttl && op.arg == crate::op::TTL_WITH_META {
+        // A read that says whether the entry has item meta (MEMORY USAGE counts its bytes).
+        if r.0 == Status::Ok && !op.no_return {
+            out.push(u8::from(item.meta.is_some()));
+        }
     }
     r
 }

@@ -12,7 +12,10 @@
 //!   McDelete  the CAS compare, then Delete
 //!   McArith   the CAS compare, then memcached's strtoull rules (`parse_u64`); incr wraps,
 //!             decr stops at 0; a result no longer than the value is space-padded to its
-//!             length (memcached rewrites in place), a longer one is just its digits
+//!             length (memcached rewrites in place), a longer one is just its digits; then
+//!             the new deadline, if any (ma T); the reply says the deadline before and
+//!             whether the item was created (ma's `t` shows the TTL as of its place among
+//!             the flags)
 //!   McTouch   the deadline; flags and CAS stay
 //! ```
 //!
@@ -215,8 +218,7 @@ pub(crate) fn apply_mc(
                 };
                 let cas = take_cas(a.new_cas, cas);
                 if reply {
-                    out.extend_from_slice(&initial.to_le_bytes());
-                    out.extend_from_slice(&cas.to_le_bytes());
+                    push_arith_reply(out, initial, cas, NO_DEADLINE, true);
                 }
                 if expired(deadline, now) {
                     return (Status::Ok, Effect::Keep);
@@ -248,8 +250,13 @@ pub(crate) fn apply_mc(
             let cas = take_cas(a.new_cas, cas);
             item.meta.cas = cas;
             if reply {
-                out.extend_from_slice(&n.to_le_bytes());
-                out.extend_from_slice(&cas.to_le_bytes());
+                push_arith_reply(out, n, cas, item.deadline, false);
+            }
+            if let Some(d) = a.touch {
+                item.deadline = d;
+                if expired(d, now) {
+                    return (Status::Ok, Effect::Delete);
+                }
             }
             (Status::Ok, Effect::SetScratch)
         }
@@ -271,6 +278,15 @@ pub(crate) fn apply_mc(
         }
         k => unreachable!("{k:?} is not a memcache operation"),
     }
+}
+
+/// `McArith`'s Ok reply: the number, the CAS, the deadline the item had before (`NO_DEADLINE`
+/// for a created one) and whether it was created.
+fn push_arith_reply(out: &mut Vec<u8>, n: u64, cas: u64, before: u64, created: bool) {
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&cas.to_le_bytes());
+    out.extend_from_slice(&before.to_le_bytes());
+    out.extend_from_slice(&u64::from(created).to_le_bytes());
 }
 
 /// The memcache view of an item.

@@ -54,7 +54,8 @@ pub enum OpKind {
     /// Removes a key's deadline. Ok: it had one; NotStored: it had none; NotFound: no key.
     Persist = 16,
     /// Reads a key's deadline: Ok with 16 bytes, the deadline and the milliseconds left
-    /// (u64 LE each; both 0 for a key without a deadline); NotFound: no key.
+    /// (u64 LE each; both 0 for a key without a deadline); NotFound: no key. With `arg` =
+    /// [`TTL_WITH_META`], one more byte: whether the entry has item meta.
     Ttl = 17,
     /// Reads the value, then sets the deadline to `arg` (8 bytes u64 LE; `NO_DEADLINE`
     /// removes it, Redis's PERSIST; an empty `arg` leaves it alone). A deadline at or before
@@ -78,6 +79,9 @@ pub enum OpKind {
 }
 
 pub const OP_KIND_COUNT: usize = 26;
+
+/// The `arg` of [`Op::ttl_with_meta`].
+pub const TTL_WITH_META: &[u8] = &[1];
 
 pub mod mc;
 
@@ -352,6 +356,14 @@ impl<'a> Op<'a> {
     }
     pub fn ttl(key: &'a [u8]) -> Op<'a> {
         Op::new(OpKind::Ttl, key)
+    }
+    /// [`Op::ttl`] whose reply has one more byte: 1 if the entry has item meta (memcached's
+    /// flags and CAS, `op::mc`), else 0. Still a read.
+    pub fn ttl_with_meta(key: &'a [u8]) -> Op<'a> {
+        Op {
+            arg: TTL_WITH_META,
+            ..Op::new(OpKind::Ttl, key)
+        }
     }
     /// GETEX: `deadline` is 8 bytes (u64 LE, `NO_DEADLINE` to persist) or empty (unchanged).
     pub fn get_ex(key: &'a [u8], deadline: &'a [u8]) -> Op<'a> {

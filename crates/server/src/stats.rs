@@ -583,7 +583,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "memcache_cmd_meta",
         "directkv_memcache_cmd_meta_total",
         Kind::Counter,
-        "memcached meta commands (mg, ms, md, ma).",
+        "memcached me (meta debug) commands: what memcached 1.6.18 counts in cmd_meta.",
         |s| s.memcache.get(crate::memcache::stats::C::CmdMeta),
     ),
     server(

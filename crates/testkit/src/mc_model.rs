@@ -265,6 +265,8 @@ impl McModel {
                     }
                     let mut reply = initial.to_le_bytes().to_vec();
                     reply.extend_from_slice(&cas.to_le_bytes());
+                    reply.extend_from_slice(&NO_DEADLINE.to_le_bytes());
+                    reply.extend_from_slice(&1u64.to_le_bytes());
                     return Ok((Status::Ok, reply));
                 };
                 if a.compare_cas != 0 && a.compare_cas != i.cas {
@@ -281,14 +283,22 @@ impl McModel {
                     text.push(' ');
                 }
                 let cas = self.take(a.new_cas);
+                let before = i.deadline;
                 let it = Item {
                     value: text.into_bytes(),
                     cas,
+                    deadline: a.touch.unwrap_or(i.deadline),
                     ..i
                 };
-                self.items.insert(key, it);
+                if gone(it.deadline, now) {
+                    self.items.remove(&key);
+                } else {
+                    self.items.insert(key, it);
+                }
                 let mut reply = n.to_le_bytes().to_vec();
                 reply.extend_from_slice(&cas.to_le_bytes());
+                reply.extend_from_slice(&before.to_le_bytes());
+                reply.extend_from_slice(&0u64.to_le_bytes());
                 Ok((Status::Ok, reply))
             }
             OpKind::McTouch => {

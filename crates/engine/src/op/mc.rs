@@ -8,8 +8,9 @@
 //!  McStore   arg  = the data, arg2 = StoreArgs::encode()  (29 bytes)
 //!            Ok: [cas u64]; NotStored; CasMismatch; NotFound (compare_cas on a missing key)
 //!  McDelete  arg  = [] | [compare_cas u64]     Ok; NotFound; CasMismatch
-//!  McArith   arg2 = ArithArgs::encode()  (42 bytes)
-//!            Ok: [value u64][cas u64]; NotFound; CasMismatch; Error(NotAnInteger)
+//!  McArith   arg2 = ArithArgs::encode()  (51 bytes)
+//!            Ok: [value u64][cas u64][deadline before u64][created u64: 0|1]
+//!            NotFound; CasMismatch; Error(NotAnInteger)
 //!  McTouch   arg  = [deadline u64]             Ok: [cas u64]; NotFound
 //! ```
 //!
@@ -27,7 +28,7 @@ pub const GET_TRAILER_BYTES: usize = 4 + 8 + 8;
 /// Bytes of [`StoreArgs::encode`].
 pub const STORE_ARGS_BYTES: usize = 1 + 4 + 8 + 8 + 8;
 /// Bytes of [`ArithArgs::encode`].
-pub const ARITH_ARGS_BYTES: usize = 1 + 8 + 8 + 8 + 1 + 8 + 8;
+pub const ARITH_ARGS_BYTES: usize = 1 + 8 + 8 + 8 + 1 + 8 + 8 + 1 + 8;
 
 /// An item's memcache view: its client flags, CAS unique (0 = none) and deadline
 /// (`NO_DEADLINE` = none).
@@ -159,6 +160,9 @@ pub struct ArithArgs {
     pub new_cas: u64,
     /// Create a missing key with (initial value, deadline) (meta `ma` N/J), flags 0.
     pub create: Option<(u64, u64)>,
+    /// Give an existing item this deadline when the arithmetic succeeds (meta `ma` T); a
+    /// created item takes `create`'s deadline.
+    pub touch: Option<u64>,
 }
 
 impl ArithArgs {
@@ -170,6 +174,7 @@ impl ArithArgs {
             compare_cas: 0,
             new_cas: 0,
             create: None,
+            touch: None,
         }
     }
 
@@ -184,12 +189,16 @@ impl ArithArgs {
             a[26..34].copy_from_slice(&initial.to_le_bytes());
             a[34..42].copy_from_slice(&deadline.to_le_bytes());
         }
+        if let Some(deadline) = self.touch {
+            a[42] = 1;
+            a[43..51].copy_from_slice(&deadline.to_le_bytes());
+        }
         a
     }
 
     /// None if `a` is not `ARITH_ARGS_BYTES` long or a flag byte is not 0 or 1.
     pub fn decode(a: &[u8]) -> Option<ArithArgs> {
-        if a.len() != ARITH_ARGS_BYTES || a[0] > 1 || a[25] > 1 {
+        if a.len() != ARITH_ARGS_BYTES || a[0] > 1 || a[25] > 1 || a[42] > 1 {
             return None;
         }
         let u = |r: std::ops::Range<usize>| u64::from_le_bytes(a[r].try_into().expect("8 bytes"));
@@ -199,6 +208,7 @@ impl ArithArgs {
             compare_cas: u(9..17),
             new_cas: u(17..25),
             create: (a[25] == 1).then(|| (u(26..34), u(34..42))),
+            touch: (a[42] == 1).then(|| u(43..51)),
         })
     }
 }
@@ -235,13 +245,18 @@ mod tests {
         bad[0] = 5;
         assert_eq!(StoreArgs::decode(&bad), None);
         assert_eq!(StoreArgs::decode(&bad[..28]), None);
-        for create in [None, Some((0, 0)), Some((u64::MAX, 5))] {
+        for (create, touch) in [
+            (None, None),
+            (Some((0, 0)), Some(1)),
+            (Some((u64::MAX, 5)), None),
+        ] {
             let a = ArithArgs {
                 incr: false,
                 delta: 3,
                 compare_cas: 9,
                 new_cas: 0,
                 create,
+                touch,
             };
             assert_eq!(ArithArgs::decode(&a.encode()), Some(a));
         }

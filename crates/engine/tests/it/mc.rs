@@ -329,7 +329,27 @@ fn incr_and_decr_follow_memcached() {
         compare_cas: d[1],
         ..ArithArgs::new(true, 1)
     };
-    assert_eq!(arith(&mut e, b"m", right).1[0], 8);
+    let (_, d8) = arith(&mut e, b"m", right);
+    assert_eq!(d8[0], 8);
+    // The reply says the deadline before and whether the item was created (ma's `t`).
+    assert_eq!((d[2], d[3]), (NO_DEADLINE, 1));
+    assert_eq!((d8[2], d8[3]), (LATER, 0));
+    // ma T: a successful arithmetic gives the item the new deadline; a refused one does not.
+    let touch = |d| ArithArgs {
+        touch: Some(d),
+        ..ArithArgs::new(true, 1)
+    };
+    assert_eq!(
+        arith(&mut e, b"m", touch(LATER + 7)).1[..3],
+        [9, d8[1] + 1, LATER]
+    );
+    assert_eq!(gets(&mut e, b"m", false).unwrap().1.deadline, LATER + 7);
+    let refused = ArithArgs {
+        compare_cas: 1,
+        ..touch(NO_DEADLINE)
+    };
+    assert_eq!(arith(&mut e, b"m", refused).0, Status::CasMismatch);
+    assert_eq!(gets(&mut e, b"m", false).unwrap().1.deadline, LATER + 7);
     e.check_invariants();
 }
 
@@ -636,6 +656,7 @@ enum AOp {
         delta: u8,
         cas: CasPick,
         create: Option<(u8, u8)>,
+        touch: Option<u8>,
     },
     Touch(u8),
     Put(u8),
@@ -675,8 +696,18 @@ fn aop() -> impl Strategy<Value = AOp> {
         3 => (proptest::option::of(any::<u8>()), any::<bool>())
             .prop_map(|(touch, want)| AOp::Get { touch, want }),
         1 => cas.clone().prop_map(AOp::Delete),
-        3 => (any::<bool>(), any::<u8>(), cas, proptest::option::of((any::<u8>(), any::<u8>())))
-            .prop_map(|(incr, delta, cas, create)| AOp::Arith { incr, delta, cas, create }),
+        3 => (
+            (any::<bool>(), any::<u8>(), cas),
+            proptest::option::of((any::<u8>(), any::<u8>())),
+            proptest::option::of(any::<u8>())
+        )
+            .prop_map(|((incr, delta, cas), create, touch)| AOp::Arith {
+                incr,
+                delta,
+                cas,
+                create,
+                touch
+            }),
         1 => any::<u8>().prop_map(AOp::Touch),
         1 => any::<u8>().prop_map(AOp::Put),
         1 => Just(AOp::RespGet),
@@ -734,6 +765,7 @@ fn materialize(a: &AOp, key: &[u8], m: &McModel) -> OwnedOp {
             delta,
             cas,
             create,
+            touch,
         } => {
             let args = ArithArgs {
                 incr,
@@ -741,6 +773,7 @@ fn materialize(a: &AOp, key: &[u8], m: &McModel) -> OwnedOp {
                 compare_cas: pick(cas),
                 new_cas: 0,
                 create: create.map(|(i, d)| (u64::from(i), deadline(d))),
+                touch: touch.map(deadline),
             };
             OwnedOp {
                 arg2: args.encode().to_vec(),

@@ -6,7 +6,7 @@ use super::error::MemcacheError;
 use super::meta::{parse_flags, MetaKey, MetaKind};
 use super::number::{parse_i32_truncating, parse_u32_truncating, parse_u64};
 use super::request::{
-    words, Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX, META_WORDS_MAX,
+    Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX, META_WORDS_MAX,
 };
 
 /// Most leading spaces before `get ` that still earn a long line (memcached's rule).
@@ -96,12 +96,16 @@ struct Line<'a> {
     /// Start and end of each of the first words.
     spans: [(usize, usize); LINE_WORDS_MAX],
     count: usize,
+    /// One more than the index of the last word longer than a key may be (0: none), found in
+    /// the same pass, so that a multi-get's keys are not walked again to check them.
+    after_long: usize,
 }
 
 impl<'a> Line<'a> {
     fn new(line: &'a [u8]) -> Self {
         let mut spans = [(0, 0); LINE_WORDS_MAX];
         let mut count = 0;
+        let mut after_long = 0;
         let mut pos = 0;
         while pos < line.len() {
             if line[pos] == b' ' {
@@ -116,8 +120,21 @@ impl<'a> Line<'a> {
                 spans[count] = (start, pos);
             }
             count += 1;
+            if pos - start > KEY_BYTES_MAX {
+                after_long = count;
+            }
         }
-        Self { line, spans, count }
+        Self {
+            line,
+            spans,
+            count,
+            after_long,
+        }
+    }
+
+    /// Whether every word from `index` on is short enough to be a key.
+    fn keys_ok_from(&self, index: usize) -> bool {
+        self.after_long <= index
     }
 
     fn word(&self, index: usize) -> Option<&'a [u8]> {
@@ -172,7 +189,7 @@ fn retrieval<'a>(line: &Line<'a>, exptime: Option<i32>, limits: &MemcacheLimits)
     if count > limits.get_keys_max {
         return Err((MemcacheError::TooManyKeys, false));
     }
-    if !words(raw).all(key_ok) {
+    if !line.keys_ok_from(first_key) {
         return Err((MemcacheError::BadCommandLine, false));
     }
     let keys = Keys::new(raw, count);

@@ -92,7 +92,17 @@ mod itoa_like {
     }
 
     impl Decimal for u64 {
+        #[inline]
         fn append_to(self, out: &mut Vec<u8>) {
+            // Flags of 0 and short lengths, most of a `VALUE` line's numbers: no loop.
+            if self < 10 {
+                out.push(b'0' + self as u8);
+                return;
+            }
+            if self < 100 {
+                out.extend_from_slice(&[b'0' + (self / 10) as u8, b'0' + (self % 10) as u8]);
+                return;
+            }
             let mut digits = [0u8; 20];
             let mut pos = digits.len();
             let mut rest = self;
@@ -144,6 +154,9 @@ pub fn write_server_error(out: &mut Vec<u8>, text: &str) {
 /// One `VALUE` of a retrieval reply; `cas` for gets and gats. End the reply with
 /// `write_status(out, Status::End)`.
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, value: &[u8], cas: Option<u64>) {
+    // One capacity check for the whole answer: "VALUE " key, three numbers with their spaces,
+    // two CRLFs, the value.
+    out.reserve(6 + key.len() + 3 * 21 + 4 + value.len());
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
     out.push(b' ');

@@ -15,10 +15,11 @@
 //! non-numeric value`). `noreply` and meta `q` drop the status lines memcached drops; a
 //! `SERVER_ERROR` is always sent, as memcached's `out_errstring` does.
 //!
-//! The meta commands' answers are rendered by `meta.rs`. Meta flags served: b c f k O q s t v T N (mg: vivify on miss, `W`) E I M C F J D, and h l
-//! as memcached answers them for an item never hit (`h0`, `l0`: directkv keeps no access
-//! time). Not kept: the stale and win states (`I` marks nothing stale: md I deletes, ms I is
-//! ignored; no `X` or `Z`). `ma T` is ignored (the arithmetic keeps the deadline).
+//! The meta commands' answers are rendered by `meta.rs`. Meta flags served: b c f k O q s t v
+//! T N (mg: vivify on miss, `W`) E I M C F J D, and h l as memcached answers them for an item
+//! never hit (`h0`, `l0`: directkv keeps no access time). `t` shows the TTL as of its place
+//! among the flags (before or after a `T` or `N`), as memcached does. Not kept: the stale and
+//! win states (`I` marks nothing stale: md I deletes, ms I is ignored; no `X` or `Z`).
 
 use directkv_engine::mc::{self, ArithArgs, ItemMeta, StoreArgs};
 use directkv_engine::{Op, OpError, Status, NO_DEADLINE};
@@ -79,6 +80,32 @@ pub(super) fn ttl_secs(deadline: u64, now_ms: u64) -> i64 {
     }
 }
 
+/// Whether a `t` flag comes before the flag `letter` in `flags`.
+fn t_before(flags: MetaFlags<'_>, letter: u8) -> bool {
+    for (l, _) in flags.iter() {
+        if l == b't' {
+            return true;
+        }
+        if l == letter {
+            return false;
+        }
+    }
+    false
+}
+
+/// The TTL a meta command gives an item it creates: memcached creates it without one, then
+/// `N` and `T` each set theirs in flag order, so the later of the two wins.
+fn created_ttl(flags: MetaFlags<'_>) -> Option<i32> {
+    flags
+        .iter()
+        .filter_map(|(l, _)| match l {
+            b'N' => flags.vivify_ttl,
+            b'T' => flags.ttl,
+            _ => None,
+        })
+        .last()
+}
+
 /// How to answer one request once its operations ran.
 enum Pending<'a> {
     /// get, gets, gat, gats: one `McGet` per key from op `first`.
@@ -125,12 +152,10 @@ enum Pending<'a> {
         flags: MetaFlags<'a>,
         op: usize,
     },
-    /// ma; `read`: a `McGet` after it, for the `t` flag's deadline.
     MetaArith {
         key: MetaKey<'a>,
         flags: MetaFlags<'a>,
         op: usize,
-        read: Option<usize>,
     },
     MetaDebug {
         key: MetaKey<'a>,
@@ -320,18 +345,20 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaGet { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 tally.add(C::CmdGet, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 let want: &[u8] = if flags.has(b'c') { &mc::WANT_CAS } else { &[] };
                 let touch = flags.ttl.map(|t| mc::touch_arg(deadline(t, now)));
-                // memcached's `t` shows the TTL before a `T` changes it: read it first (same
-                // key, same shard, in order).
-                let before =
-                    (touch.is_some() && flags.has(b't')).then(|| plan.op(&Op::mc_get(k, &[], &[])));
+                // memcached's `t` shows the TTL as of its place among the flags: one before a
+                // `T` shows the TTL before the touch, so read it first (same key, same shard,
+                // in order).
+                let before = (touch.is_some() && t_before(flags, b'T'))
+                    .then(|| plan.op(&Op::mc_get(k, &[], &[])));
                 let op = plan.op(&Op::mc_get(k, touch.as_ref().map_or(&[], |t| &t[..]), want));
-                let vivify = flags.vivify_ttl.map(|ttl| {
+                let vivify = flags.vivify_ttl.map(|_| {
+                    // A created item takes the TTL of the later of `N` and `T`.
+                    let ttl = created_ttl(flags).unwrap_or(0);
                     let args = StoreArgs {
                         mode: mc::StoreMode::Add,
                         ..StoreArgs::set(0, deadline(ttl, now))
@@ -348,22 +375,24 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaSet { key, flags, value } => {
-                tally.add(C::CmdMeta, 1);
                 tally.add(C::CmdSet, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
-                let mode = match flags.mode {
-                    Some(b'E') => mc::StoreMode::Add,
-                    Some(b'A') => mc::StoreMode::Append,
-                    Some(b'P') => mc::StoreMode::Prepend,
-                    Some(b'R') => mc::StoreMode::Replace,
-                    _ => mc::StoreMode::Set,
+                // As memcached 1.6.18: add ignores `C`; replace with `C` is a cas (a missing
+                // item is NF, not NS); append and prepend compare it on an existing item.
+                let compare_cas = flags.compare_cas.map_or(0, compare);
+                let (mode, compare_cas) = match flags.mode {
+                    Some(b'E') => (mc::StoreMode::Add, 0),
+                    Some(b'A') => (mc::StoreMode::Append, compare_cas),
+                    Some(b'P') => (mc::StoreMode::Prepend, compare_cas),
+                    Some(b'R') if compare_cas == 0 => (mc::StoreMode::Replace, 0),
+                    _ => (mc::StoreMode::Set, compare_cas),
                 };
                 let args = StoreArgs {
                     mode,
                     flags: flags.client_flags.unwrap_or(0),
                     deadline: flags.ttl.map_or(NO_DEADLINE, |t| deadline(t, now)),
-                    compare_cas: flags.compare_cas.map_or(0, compare),
+                    compare_cas,
                     new_cas: flags.explicit_cas.unwrap_or(0),
                 }
                 .encode();
@@ -374,7 +403,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaDelete { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 let cas = flags.compare_cas.map(|c| mc::u64_arg(compare(c)));
@@ -385,7 +413,6 @@ impl<'a> Planner<'_, 'a> {
                 }
             }
             Request::MetaArithmetic { key, flags } => {
-                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 let args = ArithArgs {
@@ -393,22 +420,23 @@ impl<'a> Planner<'_, 'a> {
                     delta: flags.delta.unwrap_or(1),
                     compare_cas: flags.compare_cas.map_or(0, compare),
                     new_cas: flags.explicit_cas.unwrap_or(0),
-                    create: flags
-                        .vivify_ttl
-                        .map(|ttl| (flags.initial.unwrap_or(0), deadline(ttl, now))),
+                    // A created item takes the TTL of the later of `N` and `T`.
+                    create: flags.vivify_ttl.map(|_| {
+                        let ttl = created_ttl(flags).unwrap_or(0);
+                        (flags.initial.unwrap_or(0), deadline(ttl, now))
+                    }),
+                    touch: flags.ttl.map(|t| deadline(t, now)),
                 }
                 .encode();
-                let op = plan.op(&Op::mc_arith(k, &args));
-                // Same key, same shard, in order: this read sees the arithmetic's result.
-                let read = flags.has(b't').then(|| plan.op(&Op::mc_get(k, &[], &[])));
                 Pending::MetaArith {
                     key,
                     flags,
-                    op,
-                    read,
+                    op: plan.op(&Op::mc_arith(k, &args)),
                 }
             }
             Request::MetaDebug { key } => {
+                // memcached 1.6.18's cmd_meta counts `me` alone.
+                tally.add(C::CmdMeta, 1);
                 let mut buf = [0u8; KEY_BYTES_MAX];
                 let k = key.decode(&mut buf);
                 Pending::MetaDebug {
@@ -639,12 +667,9 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
         Pending::MetaDelete { key, flags, op } => {
             meta::delete(key, flags, plan.result(op).0, now, tally, out)
         }
-        Pending::MetaArith {
-            key,
-            flags,
-            op,
-            read,
-        } => meta::arith(key, flags, plan, op, read, now, tally, out),
+        Pending::MetaArith { key, flags, op } => {
+            meta::arith(key, flags, plan.result(op), now, tally, out)
+        }
         Pending::MetaDebug { key, op } => meta::debug(key, plan.result(op), now, out),
     }
 }

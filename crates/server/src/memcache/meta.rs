@@ -53,7 +53,7 @@ pub(super) fn set(
                 _ => MetaStatus::NotFound,
             };
             write_meta_status(out, s);
-            return_flags_ms(out, key, flags, None, now, true);
+            return_flags_ms(out, key, flags, None, now, true, TtlChanges::default());
             write_meta_end(out, None);
         }
     }
@@ -107,6 +107,15 @@ pub(super) fn debug(key: MetaKey<'_>, result: (Status, &[u8]), now: u64, out: &m
     }
 }
 
+/// The deadlines a meta reply's `t` flags show, as memcached shows them: each `t` the TTL as of
+/// its place among the flags, which starts as the item's (`ItemMeta::deadline`) and changes
+/// at a `T` (to `on_t`) and, for an item the command created, at an `N` (to `on_n`).
+#[derive(Clone, Copy, Default)]
+struct TtlChanges {
+    on_t: Option<u64>,
+    on_n: Option<u64>,
+}
+
 /// The return flags of a meta reply, in the order asked: `item` is the item's meta and its
 /// value length when the reply is about an item (hit), None on a miss or a refusal (then only
 /// `k`, `b` and `O` are echoed, as memcached does, and `c0` for a refused `ms`).
@@ -117,7 +126,7 @@ fn return_flags(
     item: Option<(&ItemMeta, usize)>,
     now: u64,
 ) {
-    return_flags_ms(out, key, flags, item, now, false)
+    return_flags_ms(out, key, flags, item, now, false, TtlChanges::default())
 }
 
 fn return_flags_ms(
@@ -127,9 +136,13 @@ fn return_flags_ms(
     item: Option<(&ItemMeta, usize)>,
     now: u64,
     refused_ms: bool,
+    changes: TtlChanges,
 ) {
+    let mut ttl_deadline = item.map_or(NO_DEADLINE, |(m, _)| m.deadline);
     for (letter, token) in flags.iter() {
         match (letter, item) {
+            (b'T', Some(_)) => ttl_deadline = changes.on_t.unwrap_or(ttl_deadline),
+            (b'N', Some(_)) => ttl_deadline = changes.on_n.unwrap_or(ttl_deadline),
             (b'c', None) if refused_ms => write_meta_flag_number(out, b'c', 0),
             (b'k', _) => {
                 write_meta_flag(out, b'k', key.raw());
@@ -141,7 +154,7 @@ fn return_flags_ms(
             (b'c', Some((m, _))) => write_meta_flag_number(out, b'c', m.cas as i64),
             (b'f', Some((m, _))) => write_meta_flag_number(out, b'f', i64::from(m.flags)),
             (b's', Some((_, len))) => write_meta_flag_number(out, b's', len as i64),
-            (b't', Some((m, _))) => write_meta_flag_number(out, b't', ttl_secs(m.deadline, now)),
+            (b't', Some(_)) => write_meta_flag_number(out, b't', ttl_secs(ttl_deadline, now)),
             (b'h' | b'l', Some(_)) => write_meta_flag_number(out, letter, 0),
             _ => {}
         }
@@ -158,27 +171,39 @@ pub(super) fn get(
     tally: &mut Tally,
     out: &mut Vec<u8>,
 ) {
-    let (value, meta, won) = match plan.result(op) {
+    let on_t = flags.ttl.map(|t| deadline(t, now));
+    let (value, meta, won, changes) = match plan.result(op) {
         (Status::Ok, data) => {
             tally.add(C::GetHits, 1);
             let (value, mut meta) = mc::split_get(data).unwrap_or((&[], ItemMeta::default()));
+            // The op's deadline is the one after a touch; a `t` before `T` shows the one
+            // read ahead of it.
+            let changes = TtlChanges {
+                on_t: on_t.map(|_| meta.deadline),
+                on_n: None,
+            };
             if let Some((Status::Ok, d)) = before.map(|b| plan.result(b)) {
                 meta.deadline = mc::split_get(d).map_or(meta.deadline, |(_, m)| m.deadline);
             }
-            (value, meta, false)
+            (value, meta, false, changes)
         }
         (Status::Error(e), _) => return engine_error(out, e, false, tally),
         _ => {
             tally.add(C::GetMisses, 1);
             match vivify.map(|v| plan.result(v)) {
                 // The miss created an empty item: this client won the right to fill it.
+                // memcached creates it without a TTL; `N` and `T` set theirs in flag order.
                 Some((Status::Ok, data)) => {
                     let meta = ItemMeta {
                         flags: 0,
                         cas: u64_at(data, 0),
-                        deadline: deadline(flags.vivify_ttl.unwrap_or(0), now),
+                        deadline: NO_DEADLINE,
                     };
-                    (&[][..], meta, true)
+                    let changes = TtlChanges {
+                        on_t,
+                        on_n: flags.vivify_ttl.map(|t| deadline(t, now)),
+                    };
+                    (&[][..], meta, true, changes)
                 }
                 _ => {
                     if !flags.quiet() {
@@ -197,20 +222,20 @@ pub(super) fn get(
     } else {
         write_meta_status(out, MetaStatus::Header);
     }
-    return_flags(out, key, flags, Some((&meta, value.len())), now);
+    let item = Some((&meta, value.len()));
+    return_flags_ms(out, key, flags, item, now, false, changes);
     if won {
         write_meta_flag(out, b'W', b"");
     }
     write_meta_end(out, with_value.then_some(value));
 }
 
-#[allow(clippy::too_many_arguments)]
+/// ma: `result` is the `McArith`'s (the number, the CAS, the deadline before, whether it
+/// created the item).
 pub(super) fn arith(
     key: MetaKey<'_>,
     flags: MetaFlags<'_>,
-    plan: &Plan,
-    op: usize,
-    read: Option<usize>,
+    result: (Status, &[u8]),
     now: u64,
     tally: &mut Tally,
     out: &mut Vec<u8>,
@@ -221,21 +246,26 @@ pub(super) fn arith(
     } else {
         (C::DecrHits, C::DecrMisses)
     };
-    match plan.result(op) {
+    match result {
         (Status::Ok, data) => {
             tally.add(hit, 1);
-            if flags.quiet() {
+            let created = u64_at(data, 24) == 1;
+            // memcached answers an item `N` created even when quiet.
+            if flags.quiet() && !created {
                 return;
             }
             let number = u64_at(data, 0);
-            let deadline = match read.map(|r| plan.result(r)) {
-                Some((Status::Ok, d)) => mc::split_get(d).map_or(NO_DEADLINE, |(_, m)| m.deadline),
-                _ => NO_DEADLINE,
-            };
             let meta = ItemMeta {
                 flags: 0,
                 cas: u64_at(data, 8),
-                deadline,
+                deadline: u64_at(data, 16),
+            };
+            let changes = TtlChanges {
+                on_t: flags.ttl.map(|t| deadline(t, now)),
+                on_n: flags
+                    .vivify_ttl
+                    .filter(|_| created)
+                    .map(|t| deadline(t, now)),
             };
             let mut digits = Vec::new();
             write_number(&mut digits, number);
@@ -246,7 +276,8 @@ pub(super) fn arith(
             } else {
                 write_meta_status(out, MetaStatus::Header);
             }
-            return_flags(out, key, flags, Some((&meta, digits.len())), now);
+            let item = Some((&meta, digits.len()));
+            return_flags_ms(out, key, flags, item, now, false, changes);
             write_meta_end(out, with_value.then_some(&digits[..]));
         }
         (Status::Error(e), _) => engine_error(out, e, false, tally),

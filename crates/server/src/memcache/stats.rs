@@ -10,7 +10,9 @@
 //! holds no item (directkv's slab classes are not memcached's, so none are listed); `stats
 //! conns` nothing (its lines are per-connection internals); `stats detail` accepts on and off
 //! and dumps nothing (no per-prefix statistics are kept). Unknown groups get `ERROR`, as in
-//! memcached.
+//! memcached. `stats reset` zeroes what memcached 1.6.18 zeroes (every count: commands, hits,
+//! misses, total_connections, total_items, evictions, reclaimed; not the gauges) by keeping
+//! each count's value at the reset and subtracting it: INFO and /metrics keep the totals.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -62,11 +64,37 @@ pub(crate) const COUNT: usize = C::LineTooLong as usize + 1;
 #[derive(Debug, Default)]
 pub(crate) struct McCounters {
     v: [AtomicU64; COUNT],
+    /// Each counter's value at the last `stats reset` (what `stats` subtracts).
+    base: [AtomicU64; COUNT],
+    /// The shards' evicted and expired keys at the last `stats reset` (`evictions`,
+    /// `reclaimed`).
+    base_evictions: AtomicU64,
+    base_reclaimed: AtomicU64,
 }
 
 impl McCounters {
+    /// The total since start-up (INFO, /metrics).
     pub(crate) fn get(&self, c: C) -> u64 {
         self.v[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// The count since the last `stats reset` (memcached's `stats`).
+    fn since_reset(&self, c: C) -> u64 {
+        self.get(c)
+            .wrapping_sub(self.base[c as usize].load(Ordering::Relaxed))
+    }
+
+    /// `stats reset`: `stats` counts from now on; the totals INFO and /metrics show are
+    /// left alone (they are Prometheus counters, which only grow). `curr_connections` is a
+    /// gauge and has no base.
+    fn reset(&self, evictions: u64, reclaimed: u64) {
+        for (i, b) in self.base.iter().enumerate() {
+            if i != C::CurrConnections as usize {
+                b.store(self.v[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        self.base_evictions.store(evictions, Ordering::Relaxed);
+        self.base_reclaimed.store(reclaimed, Ordering::Relaxed);
     }
 
     pub(crate) fn add(&self, c: C, n: u64) {
@@ -138,8 +166,9 @@ pub(crate) async fn stats(ctx: &ShardCtx, args: Keys<'_>, out: &mut Vec<u8>) {
             directkv_proto::memcache::write_client_error(out, "usage: stats detail on|off|dump")
         }
         (Some(b"reset"), None) => {
-            // memcached zeroes its command counters; these are also COUNTERS rows, which only
-            // grow (Prometheus counters), so they are left alone, as CONFIG RESETSTAT does.
+            let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
+            let (evictions, reclaimed) = engine_totals(&reports);
+            ctx.stats.memcache.reset(evictions, reclaimed);
             write_status(out, Status::Reset);
         }
         _ => directkv_proto::memcache::write_error(
@@ -154,6 +183,15 @@ fn n(out: &mut Vec<u8>, name: &str, v: u64) {
     write_stat(out, name, &v.to_string());
 }
 
+/// The shards' evicted and expired keys since start-up.
+fn engine_totals(reports: &[directkv_engine::Report]) -> (u64, u64) {
+    let evictions = reports.iter().map(|r| r.stats.evicted_keys).sum();
+    let expired = reports.iter().map(|r| r.stats.expired_keys).sum();
+    (evictions, expired)
+}
+
+/// `stats`: every count is since the last `stats reset` (as memcached's), but the gauges
+/// (`curr_connections`, `curr_items`, `bytes`).
 async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
     let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
     let m = &ctx.stats.memcache;
@@ -162,8 +200,9 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
         .map_or(0, |d| d.as_secs());
     let items: u64 = reports.iter().map(|r| r.counts.keys).sum();
     let bytes: u64 = reports.iter().map(|r| r.counts.kv_bytes).sum();
-    let evictions: u64 = reports.iter().map(|r| r.stats.evicted_keys).sum();
-    let expired: u64 = reports.iter().map(|r| r.stats.expired_keys).sum();
+    let (evictions, expired) = engine_totals(&reports);
+    let evictions = evictions.wrapping_sub(m.base_evictions.load(Ordering::Relaxed));
+    let expired = expired.wrapping_sub(m.base_reclaimed.load(Ordering::Relaxed));
     n(out, "pid", u64::from(std::process::id()));
     n(out, "uptime", ctx.started.elapsed().as_secs());
     n(out, "time", now);
@@ -176,7 +215,7 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
         ctx.stats.live.connections_max() as u64,
     );
     n(out, "curr_connections", m.get(C::CurrConnections));
-    n(out, "total_connections", m.get(C::TotalConnections));
+    n(out, "total_connections", m.since_reset(C::TotalConnections));
     n(
         out,
         "rejected_connections",
@@ -191,7 +230,7 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
         ("get_hits", C::GetHits),
         ("get_misses", C::GetMisses),
     ] {
-        n(out, name, m.get(c));
+        n(out, name, m.since_reset(c));
     }
     // Expired and flushed items are gone before a get can see them (lazily reclaimed).
     n(out, "get_expired", 0);
@@ -213,13 +252,13 @@ async fn general(ctx: &ShardCtx, out: &mut Vec<u8>) {
         ("auth_cmds", C::AuthCmds),
         ("auth_errors", C::AuthErrors),
     ] {
-        n(out, name, m.get(c));
+        n(out, name, m.since_reset(c));
     }
     n(out, "limit_maxbytes", ctx.cfg.memory_bytes as u64);
     n(out, "accepting_conns", 1);
     n(out, "threads", ctx.shards() as u64);
     n(out, "curr_items", items);
-    n(out, "total_items", m.get(C::TotalItems));
+    n(out, "total_items", m.since_reset(C::TotalItems));
     n(out, "expired_unfetched", 0);
     n(out, "evicted_unfetched", 0);
     n(out, "evictions", evictions);

@@ -200,10 +200,18 @@ impl ShardCtx {
         fits
     }
 
-    /// Arena bytes a key-value of these lengths, with a deadline or not, takes (MEMORY USAGE;
-    /// every shard's engine has the same layout rules).
-    pub(crate) fn footprint_bytes(&self, klen: usize, vlen: usize, deadline: bool) -> usize {
-        self.engine.borrow().footprint_bytes(klen, vlen, deadline)
+    /// Arena bytes a key-value of these lengths, with a deadline or not and with memcached's
+    /// item meta or not, takes (MEMORY USAGE; every shard's engine has the same layout rules).
+    pub(crate) fn footprint_bytes(
+        &self,
+        klen: usize,
+        vlen: usize,
+        deadline: bool,
+        meta: bool,
+    ) -> usize {
+        self.engine
+            .borrow()
+            .item_footprint_bytes(klen, vlen, deadline, meta)
     }
 
     /// Keys stored in this shard.

@@ -14,10 +14,30 @@ pub struct Mc {
 impl Mc {
     /// A connection to `server`'s memcached port.
     pub fn connect(server: &Server) -> Mc {
-        let addr = server.memcache_addr().expect("the memcached port is on");
+        Mc::connect_to(server.memcache_addr().expect("the memcached port is on"))
+    }
+
+    /// A connection to any memcached server (a real memcached, for comparisons).
+    pub fn connect_to(addr: std::net::SocketAddr) -> Mc {
         let s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Mc { s, buf: Vec::new() }
+    }
+
+    /// Every `stats` field, by name.
+    pub fn stats(&mut self) -> std::collections::HashMap<String, String> {
+        self.send(b"stats\r\n");
+        let mut all = std::collections::HashMap::new();
+        loop {
+            let line = self.line();
+            if line == "END" {
+                return all;
+            }
+            let mut words = line.splitn(3, ' ');
+            assert_eq!(words.next(), Some("STAT"), "{line}");
+            let name = words.next().unwrap_or_default().to_string();
+            all.insert(name, words.next().unwrap_or_default().to_string());
+        }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {

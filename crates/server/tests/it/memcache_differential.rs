@@ -57,7 +57,7 @@ const MEMCACHED_QUIET: &[&str] = &["-o", "no_lru_maintainer,no_lru_crawler"];
 
 /// A memcached of the test's own, or `None` (skipped) when it is not installed and peers are
 /// not required.
-fn start_memcached() -> Option<ServerProcess> {
+pub(crate) fn start_memcached() -> Option<ServerProcess> {
     require_program("memcached", "memcached")?;
     let mut last = String::new();
     // The port can be taken between the probe and memcached's bind: try again.

@@ -238,29 +238,20 @@ pub struct Gen {
 
 /// Differences found between directkv and memcached 1.6.18 and reported (issue 21), whose
 /// cases are generated only with `DKV_MC_KNOWN=1` until they are fixed (then the switch and
-/// the entry go):
-/// 1. `ms` with `c` that stores nothing: memcached answers `c0` (`EX c0`, `NS c0`, `NF c0`);
-///    directkv leaves the flag out (forgiven in `Side::normalise` unless `known`).
-/// 2. `t` beside `T` or `N` in one `mg`/`ma`: memcached answers by flag order (`t` before
-///    `T`/`N` shows the TTL before the touch or creation, after them the TTL after it; `T-1 t`
-///    shows 4294967235); directkv's `mg` shows the TTL before the touch whatever the order
-///    (`mg k T2000000000 t`: memcached `t<new ttl>`, directkv `t-1`), its `ma` the TTL after
-///    creation (`ma k t N2000000000`: memcached `t-1`, directkv `t<ttl>`). Not generated: `t`
-///    comes first in `mg`, last in `ma`.
-/// 3. `ms` in mode `ME` (add) with `C` on a missing key: memcached stores (HD), directkv
-///    answers NF; mode `MR` (replace) with `C` on a missing key: memcached NF, directkv NS.
-///    Not generated: no `C` with `ME` or `MR`.
-/// 4. `ms I` / `md I` (invalidation: the item kept as stale, `mg` then shows `X`, `W`, `Z`):
-///    not implemented by directkv (`ms I` with an old CAS answers EX). Not generated.
-/// 5. The `k` flag's key: memcached 1.6.18 echoes it as the item was stored (an item that
+/// the entry go). Fixed in session 14 and generated always since: `c0` of an `ms` that stores
+/// nothing; `t` beside `T` or `N` (by flag order); `ms` modes `ME`/`MR` with `C`; `ma` with `q`
+/// and `N` (answered); `ma` with `T` (sets the TTL).
+/// 1. `ms I` / `md I` (invalidation: the item kept as stale, `mg` then shows `X`, `W`, `Z`),
+///    and `Z` for an item another `mg N` created: not implemented by directkv (no per-item
+///    stale or win state; `ms I` with an old CAS answers EX). Not generated.
+/// 2. The `k` flag's key: memcached 1.6.18 echoes it as the item was stored (an item that
 ///    `ms azA= b` stored answers `mg k0 k` with `kazA= b`; one that `set k0` stored answers
-///    `mg azA= b k` with `kk0`); directkv echoes it as the request gave it. Not generated:
-///    `ms` never stores by a base64 key, and no `k` goes beside `b`.
-/// 6. `ma` with `q` and `N` on a missing key: memcached answers (`HD`, or `VA` with `v`) though
-///    quiet; directkv says nothing. Not generated: no `q` beside `N` in `ma`.
-/// 7. `ma` with `T` on an item that exists: memcached sets its TTL (`ma k T2000000000 t`
-///    -> `HD t<ttl>`), directkv leaves it (`HD t-1`). Not generated: no `T` in `ma`.
-pub const KNOWN_DIFFERENCES: usize = 7;
+///    `mg azA= b k` with `kk0`); directkv echoes it as the request gave it (no per-item bit).
+///    Not generated: `ms` never stores by a base64 key, and no `k` goes beside `b`.
+/// 3. `t` after a `T` that expires the item at once (`mg k T-1 t`): memcached shows its
+///    internal clock wrapped (`t4294967228`: 1 minus seconds since its start plus 62, as 32
+///    bits), directkv `t0`. Not generated: `t` comes first beside such a `T`.
+pub const KNOWN_DIFFERENCES: usize = 3;
 
 impl Gen {
     pub fn new(seed: u64) -> Gen {
@@ -272,7 +263,7 @@ impl Gen {
         }
     }
 
-    /// Known difference 5 (see `KNOWN_DIFFERENCES`): no `k` beside `b`.
+    /// Known difference 2 (see `KNOWN_DIFFERENCES`): no `k` beside `b`.
     fn known_key_echo(&self, flags: String, b: &str) -> String {
         if self.known || b.is_empty() {
             flags
@@ -281,18 +272,14 @@ impl Gen {
         }
     }
 
-    /// Known difference 2 (see `KNOWN_DIFFERENCES`): `t` moved before `T` in `mg`
-    /// (`first`), after `T` and `N` in `ma`.
-    fn known_ttl(&self, flags: String, first: bool) -> String {
-        if self.known || !flags.contains(" t") {
+    /// Known difference 3 (see `KNOWN_DIFFERENCES`): `t` moved first beside a `T` that
+    /// expires the item at once.
+    fn known_ttl(&self, flags: String) -> String {
+        let expires = flags.contains(" T-1") || flags.contains(" T1000000000");
+        if self.known || !expires || !flags.contains(" t") {
             return flags;
         }
-        let without: String = flags.replace(" t", "");
-        if first {
-            format!(" t{without}")
-        } else {
-            without + " t"
-        }
+        format!(" t{}", flags.replace(" t", ""))
     }
 
     /// The next pipeline, of 1 to `max` commands. Now and then it is the first half of a CAS
@@ -607,7 +594,7 @@ impl Gen {
             ],
             6,
         );
-        let flags = self.known_key_echo(self.known_ttl(flags, true), b);
+        let flags = self.known_key_echo(self.known_ttl(flags), b);
         let mut out = b"mg ".to_vec();
         out.extend_from_slice(&key);
         out.extend_from_slice(format!("{b}{flags}\r\n").as_bytes());
@@ -617,7 +604,7 @@ impl Gen {
     fn ms(&mut self) -> Cmd {
         let (mut k, mut key, mut b) = self.meta_key();
         if !self.known && !b.is_empty() {
-            // Known difference 5 (see `KNOWN_DIFFERENCES`): no item stored by a base64 key.
+            // Known difference 2 (see `KNOWN_DIFFERENCES`): no item stored by a base64 key.
             (k, key, b) = (0, self.keys[0].clone(), "");
         }
         let value = self.value(k);
@@ -643,18 +630,17 @@ impl Gen {
             ],
             4,
         );
-        // Known differences 3 and 4 (see `KNOWN_DIFFERENCES`).
+        // Known difference 1 (see `KNOWN_DIFFERENCES`).
         let flags = if self.known {
             flags
         } else {
             flags.replace(" I", "")
         };
-        let no_cas = !self.known && (flags.contains(" ME") || flags.contains(" MR"));
         let mut head = b"ms ".to_vec();
         head.extend_from_slice(&key);
         head.extend_from_slice(format!(" {}{b}{flags}", value.len()).as_bytes());
         let mut parts = vec![Part::Lit(head)];
-        if !no_cas && self.rng.percent(25) {
+        if self.rng.percent(25) {
             parts.push(Part::Lit(b" C".to_vec()));
             let pick = self.cas_pick();
             parts.push(Part::Cas(k, pick));
@@ -674,7 +660,7 @@ impl Gen {
         let (k, key, b) = self.meta_key();
         let flags = self.meta_flags(&["q", "k", "O7", "I", "T2000000000"], 2);
         let flags = self.known_key_echo(flags, b);
-        // Known difference 4 (see `KNOWN_DIFFERENCES`).
+        // Known difference 1 (see `KNOWN_DIFFERENCES`).
         let flags = if self.known {
             flags
         } else {
@@ -728,15 +714,7 @@ impl Gen {
             ],
             5,
         );
-        let mut flags = self.known_key_echo(self.known_ttl(flags, false), b);
-        if !self.known && flags.contains(" N") {
-            // Known difference 6 (see `KNOWN_DIFFERENCES`).
-            flags = flags.replace(" q", "");
-        }
-        if !self.known {
-            // Known difference 7 (see `KNOWN_DIFFERENCES`).
-            flags = flags.replace(" T2000000000", "");
-        }
+        let flags = self.known_key_echo(flags, b);
         let mut head = b"ma ".to_vec();
         head.extend_from_slice(&key);
         head.extend_from_slice(format!("{b}{flags}").as_bytes());
@@ -959,13 +937,9 @@ impl Side {
                 let first_flag = if words[0] == b"VA" { 2 } else { 1 };
                 for (i, w) in words.iter().enumerate().skip(first_flag) {
                     let digits = w.len() > 1 && w[1..].iter().all(u8::is_ascii_digit);
-                    // memcached 1.6.18 answers `c0` for an `ms` that stored nothing.
-                    if *w == b"c0" {
-                        if !self.known {
-                            // Known difference 1 (see `KNOWN_DIFFERENCES`).
-                            out[i] = DROPPED.to_vec();
-                        }
-                    } else if w[0] == b'c' && digits {
+                    // memcached 1.6.18 answers `c0` for an `ms` that stored nothing: compared
+                    // as is, not named.
+                    if w[0] == b'c' && digits && *w != b"c0" {
                         out[i] = self.name_cas(cmd.key, number(&w[1..]));
                     } else if w[0] == b't' && digits {
                         ttls.push(number(&w[1..]) as i64);

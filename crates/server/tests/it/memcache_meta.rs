@@ -144,3 +144,42 @@ fn mg_n_vivifies_a_missing_item_for_the_first_client() {
     c.expect("ms viv 1 T0\r\nx\r\nmg viv v\r\n", &["HD", "VA 1", "x"]);
     srv.stop();
 }
+
+/// Session 14's fixes of issue 21's known differences (each line as memcached 1.6.18 answered
+/// the same commands, checked by hand): `t` shows the TTL as of its place among the flags,
+/// `ma T` sets the TTL, `ma q` still answers an item `N` created, `ms` mode `E` ignores `C`
+/// and mode `R` with `C` is a cas (NF on a missing item), and a refused `ms c` says `c0`.
+#[test]
+fn flag_order_ma_t_and_q_and_ms_modes_with_c_as_memcached() {
+    let srv = common::start(2);
+    let mut c = Mc::connect(&srv);
+    c.expect("ms k 1 T0\r\nx\r\n", &["HD"]);
+    // `t` after `T`: the new TTL; before it: the old one.
+    c.expect("mg k T200 t\r\n", &["HD t200"]);
+    c.expect("mg k t T0\r\n", &["HD t200"]);
+    c.expect("mg k t\r\n", &["HD t-1"]);
+    // ma q: an item N created is answered, a plain hit is not.
+    c.expect("ma n q N0\r\n", &["HD"]);
+    c.expect("ma n q\r\nmn\r\n", &["MN"]);
+    // ma T sets the TTL of an existing item; `t` by flag order.
+    c.expect("ma n T300 t v\r\n", &["VA 1 t300", "2"]);
+    c.expect("mg n t\r\n", &["HD t300"]);
+    c.expect("ma n t T0\r\n", &["HD t300"]);
+    c.expect("mg n t\r\n", &["HD t-1"]);
+    // A created item: no TTL before `N`, then the later of `N` and `T`.
+    c.expect("ma n2 t N300 q v J5\r\n", &["VA 1 t-1", "5"]);
+    c.expect("mg n2 t\r\n", &["HD t300"]);
+    c.expect("ma n3 N300 T400 t\r\n", &["HD t400"]);
+    c.expect("mg n3 t\r\n", &["HD t400"]);
+    // ms modes with C.
+    c.expect("ms a 1 ME C5\r\nx\r\n", &["HD"]);
+    c.expect("ms a 1 ME C5\r\nx\r\n", &["NS"]);
+    c.expect("ms b 1 MR C5\r\nx\r\n", &["NF"]);
+    c.expect("ms b 1 c MR\r\nx\r\n", &["NS c0"]);
+    c.expect("ms b 1 MA C5\r\nx\r\n", &["NS"]);
+    let cas = cas_of(&mut c, "a");
+    c.expect(&format!("ms a 1 MR C{}\r\ny\r\n", cas + 1), &["EX"]);
+    c.expect(&format!("ms a 1 MR C{cas}\r\ny\r\n"), &["HD"]);
+    c.expect("mg a v\r\n", &["VA 1", "y"]);
+    srv.stop();
+}

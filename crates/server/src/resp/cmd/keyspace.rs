@@ -9,7 +9,8 @@
 //!
 //! Deadlines: RENAME and COPY carry the source's deadline to the destination. The value moves
 //! in one place, [`moved`]: the source's deadline is read in the same hold as its value and
-//! its put sets it there. MEMORY USAGE counts a deadline's bytes (a key with one is a record).
+//! its put sets it there. MEMORY USAGE counts a deadline's bytes (a key with one is a record),
+//! and a memcached item's flags and CAS (read with the deadline, `Op::ttl_with_meta`).
 //!
 //! Inside MULTI the same commands run in EXEC's place for them ([`Exclusive`]): the
 //! transaction holds every shard it touches and runs them between its other commands.
@@ -313,20 +314,23 @@ fn usage(ctx: &ShardCtx, h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8
     }
 }
 
-/// MEMORY USAGE's reads: the value and the deadline, in one batch of the key's shard.
+/// MEMORY USAGE's reads: the value, the deadline and whether the key has memcached's item
+/// meta (flags and CAS), in one batch of the key's shard; both are reads.
 fn usage_plan(plan: &mut Plan, key: &[u8]) {
     plan.clear();
     plan.op(&Op::get(key));
-    plan.op(&Op::ttl(key));
+    plan.op(&Op::ttl_with_meta(key));
 }
 
 /// The arena bytes the key-value takes, computed by the engine from the key's and value's
-/// lengths and whether it has a deadline (`usage_plan`'s results); null for a missing key.
+/// lengths, whether it has a deadline and whether it has item meta (`usage_plan`'s results);
+/// null for a missing key.
 fn usage_answer(ctx: &ShardCtx, plan: &Plan, key: &[u8]) -> Answer {
     let deadline = ttl_deadline(plan.result(1));
+    let meta = matches!(plan.result(1), (Status::Ok, d) if d.get(16) == Some(&1));
     match plan.result(0) {
         (Status::Ok, d) => {
-            let bytes = ctx.footprint_bytes(key.len(), d.len(), deadline != NO_DEADLINE);
+            let bytes = ctx.footprint_bytes(key.len(), d.len(), deadline != NO_DEADLINE, meta);
             Answer::Int(bytes as i64)
         }
         (Status::Error(e), _) => Answer::Error(op_error_text(&e)),
@@ -372,7 +376,7 @@ fn deadline_of(h: &mut exclusive::Held<'_>, plan: &mut Plan, key: &[u8]) -> Resu
 /// The deadline a `Ttl` operation's result carries (`NO_DEADLINE`: none, or no key).
 fn ttl_deadline(r: (Status, &[u8])) -> u64 {
     match r {
-        (Status::Ok, d) if d.len() == 16 => u64::from_le_bytes(d[..8].try_into().expect("8 bytes")),
+        (Status::Ok, d) if d.len() >= 16 => u64::from_le_bytes(d[..8].try_into().expect("8 bytes")),
         _ => NO_DEADLINE,
     }
 }
