@@ -37,8 +37,8 @@
 //!
 //! **Cost with no snapshot.** The write paths test `Table::snap` (an `Option<Box>` next to the
 //! fields they read) before their first change: one predictable branch; the whole-window
-//! PUT loop's `PLAIN` path has no test at all (it is not taken while a snapshot runs,
-//! `Table::plain_writes`); GETs have none either (a GET changes a chain only when it expires a
+//! loops' `PLAIN` paths have no test at all (they are not taken while a snapshot runs,
+//! `Table::plain_hits`); GETs have none either (a GET changes a chain only when it expires a
 //! key, on the cold path of `remove`).
 //!
 //! Non-goals: files and formats (crates/persist's `image.rs` writes entries to a snapshot file),

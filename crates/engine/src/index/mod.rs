@@ -365,22 +365,17 @@ impl Table {
     /// Nothing but a write with a deadline or a change of policy makes it false, so a loop of
     /// plain GETs and PUTs asks once, before it starts, and takes the `PLAIN` fast paths
     /// ([`MainIndex::probe_as`], [`Table::replace_inline_as`]) throughout.
+    /// It is false while a snapshot is taken, so that the `PLAIN` write path needs no
+    /// snapshot test of its own (copy before first write, `crate::snapshot`), which would
+    /// cost every PUT of the loop an instruction or two.
     #[inline(always)]
     pub fn plain_hits(&self) -> bool {
-        !self.track_refs && self.counts.inline_keys == self.plain_inline_keys
+        !self.track_refs && self.snap.is_none() && self.counts.inline_keys == self.plain_inline_keys
     }
 
     /// Whether any key-value is stored as a record (pointer slots exist) or inline with a
     /// deadline. Without either, a key that is not inline in a bucket is not in it at all, and
     /// one that is has no deadline, so the chain walks below need no general lookup.
-    /// [`Table::plain_hits`] for a loop that also writes: false while a snapshot is taken,
-    /// so that the `PLAIN` write path needs no snapshot test of its own (it would cost every
-    /// PUT of the loop an instruction or two).
-    #[inline(always)]
-    pub fn plain_writes(&self) -> bool {
-        self.plain_hits() && self.snap.is_none()
-    }
-
     #[inline(always)]
     pub fn has_records(&self) -> bool {
         self.counts.keys > self.plain_inline_keys

@@ -69,13 +69,8 @@ impl Pipeline<'_> {
         let records = self.table.has_records();
         // Each loop twice: `PLAIN` without the per-key tests of deadlines and reference bits,
         // when the table needs neither (`Table::plain_hits`; GETs and plain PUTs cannot make
-        // it false), and with them. A loop that writes takes the `PLAIN` path only when no
-        // snapshot is taken (`Table::plain_writes`), whose copy before write it skips.
-        let plain = match kind {
-            Simple::GetsPuts => self.table.plain_writes(),
-            _ => self.table.plain_hits(),
-        };
-        match (kind, plain) {
+        // it false), and with them.
+        match (kind, self.table.plain_hits()) {
             (Simple::Gets, true) => self.gets_window::<true>(ops, base, end, records, out, simd),
             (Simple::Gets, false) => self.gets_window::<false>(ops, base, end, records, out, simd),
             (Simple::GetsPuts, true) => {
