@@ -47,7 +47,8 @@
 use crate::error::OpError;
 use crate::expiry::expired;
 use crate::index::record::Meta;
-use crate::index::{Access, Table};
+use crate::index::{Access, MainProbe, Table};
+use crate::simd::Baseline;
 use crate::Limits;
 
 /// Bytes of a copied entry's header in `side`: key length u8, value length u32, deadline
@@ -281,7 +282,13 @@ pub fn load_entries(
                 Meta::NONE
             };
             acc.clear();
-            let old = table.lookup(e.key, h, acc);
+            // The main bucket alone rules out most keys of a partly loaded engine (no inline
+            // entry, no pointer of its secondary hash, no chain): the general lookup is for
+            // the rest.
+            let old = match table.probe_main(e.key, h, Baseline) {
+                MainProbe::Missing => None,
+                _ => table.lookup(e.key, h, acc),
+            };
             table
                 .write(e.key, h, old, e.value, e.deadline, meta, acc)
                 .map_err(fail)?;

@@ -1,4 +1,4 @@
-//! `image-cost [DIR] [KEYS]`: what an engine's image costs on this machine (issue 22's targets
+//! `image-cost [DIR] [KEYS] [load]`: what an engine's image costs on this machine (issue 22's targets
 //! "Restart >= 10 M keys/s per shard" and "Snapshot while serving >= 0.8x, extra memory <= 5%
 //! of the arena"), `docs/persistence.md` "How a snapshot is taken".
 //!
@@ -10,11 +10,11 @@
 //!   alone (no engine) for the split;
 //! - serving: batches of 64 operations (half GETs, half PUTs of random keys: YCSB-A) on the
 //!   loaded engine for 1 s without a snapshot, then 1 s with one taken all the time (an image
-//!   written a step of `IMAGE_STEP_BUCKETS_DEFAULT` buckets after every batch; a new one begun
-//!   when one ends), alternating 3 times: ops/s of each and their ratio, and the snapshot's
-//!   memory (bitmap and side buffer) at its peak next to the arena.
+//!   written a step of 16, 64 or 256 buckets after every batch; a new one begun when one
+//!   ends), alternating 3 times: ops/s of each and their ratio, how long an image took, and
+//!   the snapshot's memory (bitmap and side buffer) at its peak next to the arena.
 //!
-//! One thread does everything (as a shard would), so the serving figure charges the snapshot's
+//! With `load`, stops after the load figures. One thread does everything (as a shard would), so the serving figure charges the snapshot's
 //! file writes to the shard. DIR (default: the system's temporary directory) should be on the
 //! disk the store would use; the files are removed at the end. Figures from a shared machine
 //! are only comparable within one run.
@@ -29,6 +29,9 @@ use directkv_persist::snapshot::{self, SnapshotHeader, SnapshotLimits, SnapshotO
 
 const BATCH_OPS: usize = 64;
 const RUNS: usize = 5;
+/// Step budgets (main buckets after each batch of 64 operations) the serving figure is
+/// measured with.
+const SERVING_BUDGETS: [u64; 3] = [16, 64, 256];
 
 /// This thread's CPU time in seconds (/proc/thread-self/schedstat): on a shared machine wall
 /// time says as much about the neighbours as about the code.
@@ -151,81 +154,87 @@ fn main() {
         );
     }
 
+    if args.next().as_deref() == Some("load") {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     // Serving with and without a snapshot running.
     let arena = e.report().arena_bytes as u64;
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut extra_peak = 0u64;
-    let mut side_peak = 0u64;
-    let mut images = 0u64;
-    let mut rates = [vec![], vec![]];
     let vals: Vec<[u8; 8]> = (0..BATCH_OPS as u64)
         .map(|i| (i * 7).to_le_bytes())
         .collect();
-    for _round in 0..3 {
-        for (mode, rate) in rates.iter_mut().enumerate() {
-            let snapshotting = mode == 1;
-            let mut w: Option<ImageWriter> = None;
-            let (t, mut ops_done) = (Instant::now(), 0u64);
-            while t.elapsed() < Duration::from_secs(1) {
-                let idx: Vec<usize> = (0..BATCH_OPS).map(|_| (r.next() % keys) as usize).collect();
-                let ops: Vec<Op> = idx
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &i)| {
+    let mut idx = vec![0usize; BATCH_OPS];
+    for budget in SERVING_BUDGETS {
+        let mut extra_peak = 0u64;
+        let mut side_peak = 0u64;
+        let mut images = 0u64;
+        let mut image_s = vec![];
+        let mut rates = [vec![], vec![]];
+        for _round in 0..3 {
+            for (mode, rate) in rates.iter_mut().enumerate() {
+                let snapshotting = mode == 1;
+                let mut w: Option<(ImageWriter, Instant)> = None;
+                let (t, mut ops_done) = (Instant::now(), 0u64);
+                while t.elapsed() < Duration::from_secs(1) {
+                    for i in idx.iter_mut() {
+                        *i = (r.next() % keys) as usize;
+                    }
+                    let ops: [Op; BATCH_OPS] = std::array::from_fn(|j| {
                         if j % 2 == 0 {
-                            Op::get(&key_bytes[i])
+                            Op::get(&key_bytes[idx[j]])
                         } else {
-                            Op::put(&key_bytes[i], &vals[j])
+                            Op::put(&key_bytes[idx[j]], &vals[j])
                         }
-                    })
-                    .collect();
-                e.execute(&ops, &mut out);
-                ops_done += BATCH_OPS as u64;
-                if !snapshotting {
-                    continue;
-                }
-                if w.is_none() {
-                    let _ = std::fs::remove_file(&path);
-                    w = Some(
-                        ImageWriter::begin(
+                    });
+                    e.execute(&ops, &mut out);
+                    ops_done += BATCH_OPS as u64;
+                    if !snapshotting {
+                        continue;
+                    }
+                    if w.is_none() {
+                        let _ = std::fs::remove_file(&path);
+                        let iw = ImageWriter::begin(
                             &RealFs,
                             &path,
                             &mut e,
                             header(),
                             SnapshotOptions::default(),
                         )
-                        .expect("begin"),
-                    );
+                        .expect("begin");
+                        w = Some((iw, Instant::now()));
+                    }
+                    let (writer, began) = w.as_mut().expect("writer");
+                    let began = *began;
+                    let done = writer.step(&mut e, budget).expect("step");
+                    if let Some(p) = e.snapshot_progress() {
+                        extra_peak = extra_peak.max(p.extra_bytes);
+                        side_peak = side_peak.max(p.side_bytes_peak);
+                    }
+                    if done {
+                        w.take().expect("writer").0.finish(&RealFs).expect("finish");
+                        images += 1;
+                        image_s.push(began.elapsed().as_secs_f64());
+                    }
                 }
-                let writer = w.as_mut().expect("writer");
-                let done = writer
-                    .step(&mut e, IMAGE_STEP_BUCKETS_DEFAULT)
-                    .expect("step");
-                if let Some(p) = e.snapshot_progress() {
-                    extra_peak = extra_peak.max(p.extra_bytes);
-                    side_peak = side_peak.max(p.side_bytes_peak);
+                if let Some((w, _)) = w {
+                    w.abort(&mut e);
                 }
-                if done {
-                    w.take().expect("writer").finish(&RealFs).expect("finish");
-                    images += 1;
-                }
+                rate.push(ops_done as f64 / t.elapsed().as_secs_f64());
             }
-            if let Some(w) = w {
-                w.abort(&mut e);
-            }
-            rate.push(ops_done as f64 / t.elapsed().as_secs_f64());
         }
+        let (plain, snap) = (median(rates[0].clone()), median(rates[1].clone()));
+        println!(
+            "serving YCSB-A batches of {BATCH_OPS} on {keys} keys, a step of {budget} buckets after each batch: {:.2} M ops/s without a snapshot, {:.2} M ops/s while one is taken: {:.2}x; {images} images finished, median {:.2} s each",
+            plain / 1e6,
+            snap / 1e6,
+            snap / plain,
+            if image_s.is_empty() { f64::NAN } else { median(image_s) }
+        );
+        println!(
+            "  snapshot memory peak {extra_peak} bytes ({:.3}% of the {arena}-byte arena), side buffer peak {side_peak} bytes",
+            extra_peak as f64 * 100.0 / arena as f64
+        );
     }
-    let (plain, snap) = (median(rates[0].clone()), median(rates[1].clone()));
-    println!(
-        "serving YCSB-A batches of {BATCH_OPS} on {keys} keys: {:.2} M ops/s without a snapshot, {:.2} M ops/s while one is taken ({images} images finished): {:.2}x",
-        plain / 1e6,
-        snap / 1e6,
-        snap / plain
-    );
-    println!(
-        "snapshot memory peak {extra_peak} bytes ({:.3}% of the {arena}-byte arena), side buffer peak {side_peak} bytes",
-        extra_peak as f64 * 100.0 / arena as f64
-    );
     let _ = std::fs::remove_dir_all(&dir);
 }
