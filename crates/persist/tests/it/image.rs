@@ -19,6 +19,8 @@ use crate::common::TestDir;
 const T0: u64 = 1_700_000_000_000;
 
 type Store = Vec<(Vec<u8>, Vec<u8>, u64, u32, u64)>;
+/// A random write's key, value, kind and its PutExpire and McStore arguments.
+type Write = (Vec<u8>, Vec<u8>, u8, [u8; 9], [u8; 29]);
 
 fn engine(memory: usize) -> Engine {
     let mut cfg = EngineConfig::with_memory(memory);
@@ -54,7 +56,7 @@ fn header(shard: u32) -> SnapshotHeader {
 
 /// Random puts (some with deadlines), deletes and memcache sets (flags, CAS) on `keys` keys.
 fn random_batch(r: &mut SmallRng, now: u64, keys: u32, out: &mut Results, e: &mut Engine) {
-    let owned: Vec<(Vec<u8>, Vec<u8>, u8, [u8; 9], [u8; 29])> = (0..r.gen_range(1..64))
+    let owned: Vec<Write> = (0..r.gen_range(1..64))
         .map(|_| {
             let k = format!("key{}", r.gen_range(0..keys)).into_bytes();
             let v: Vec<u8> = (0..r.gen_range(1..200)).map(|_| r.gen()).collect();
