@@ -10,8 +10,10 @@
 //!                 [ emitted      | not yet: read live when the cursor gets there, unless saved ]
 //!
 //!   a write to the chain of main bucket i (put, delete, update, eviction, expiry, a record
-//!   moving), i >= cursor and saved[i] clear:  copy i's live entries into `side`, set saved[i]
-//!                                             (copy before first write; Table::snap_save)
+//!   moving), i >= cursor and saved[i] clear:  copy i's entries into `side`, set saved[i]
+//!                                             (copy before first write; Table::snap_save):
+//!                                             the 64-byte bucket when it is the whole chain
+//!                                             (all inline), else its live entries, encoded
 //!   snapshot_step(budget, sink):  emits all of `side`, then the live entries of main buckets
 //!                                 cursor..cursor+budget whose bit is clear; cursor += budget;
 //!                                 done (and everything freed) when the cursor is at the end
@@ -46,6 +48,7 @@
 
 use crate::error::OpError;
 use crate::expiry::expired;
+use crate::index::bucket::Bucket;
 use crate::index::record::Meta;
 use crate::index::{Access, MainProbe, Table};
 use crate::simd::Baseline;
@@ -119,7 +122,10 @@ pub struct SnapState {
     buckets: u64,
     /// One bit per main bucket: copied into `side` (or emitted from it) already.
     saved: Vec<u64>,
-    /// Copies of chains, encoded entries (`SIDE_HEADER_BYTES` + key + value each).
+    /// Copies of main buckets holding their whole chain inline (the common case: a 64-byte
+    /// copy in the write path, parsed when emitted).
+    side_buckets: Vec<Bucket>,
+    /// Copies of the other chains, encoded entries (`SIDE_HEADER_BYTES` + key + value each).
     side: Vec<u8>,
     buckets_saved: u64,
     entries: u64,
@@ -133,6 +139,7 @@ impl SnapState {
             cursor: 0,
             buckets,
             saved: vec![0; buckets.div_ceil(64) as usize],
+            side_buckets: Vec::new(),
             side: Vec::new(),
             buckets_saved: 0,
             entries: 0,
@@ -146,10 +153,16 @@ impl SnapState {
             buckets: self.buckets,
             buckets_saved: self.buckets_saved,
             entries: self.entries,
-            side_bytes: self.side.len() as u64,
+            side_bytes: self.side_bytes(),
             side_bytes_peak: self.side_bytes_peak,
-            extra_bytes: (self.saved.capacity() * 8 + self.side.capacity()) as u64,
+            extra_bytes: (self.saved.capacity() * 8
+                + self.side_buckets.capacity() * size_of::<Bucket>()
+                + self.side.capacity()) as u64,
         }
+    }
+
+    fn side_bytes(&self) -> u64 {
+        (self.side.len() + self.side_buckets.len() * size_of::<Bucket>()) as u64
     }
 
     fn is_saved(&self, i: u64) -> bool {
@@ -164,6 +177,13 @@ impl SnapState {
         }
         self.saved[(i / 64) as usize] |= 1 << (i % 64);
         self.buckets_saved += 1;
+        if let Some(b) = table.main_bucket_inline_copy(i) {
+            if !b.is_empty() {
+                self.side_buckets.push(b);
+                self.side_bytes_peak = self.side_bytes_peak.max(self.side_bytes());
+            }
+            return;
+        }
         let now = self.point.now;
         let side = &mut self.side;
         table.scan_items(i, 1, |k, v, d, m| {
@@ -177,7 +197,7 @@ impl SnapState {
                 side.extend_from_slice(v);
             }
         });
-        self.side_bytes_peak = self.side_bytes_peak.max(self.side.len() as u64);
+        self.side_bytes_peak = self.side_bytes_peak.max(self.side_bytes());
     }
 
     /// Emits the copies, then the live entries of up to `budget` main buckets from the
@@ -188,6 +208,23 @@ impl SnapState {
         budget: u64,
         sink: &mut dyn FnMut(SnapEntry<'_>),
     ) -> bool {
+        let now = self.point.now;
+        let mut emitted = 0u64;
+        for b in &self.side_buckets {
+            for e in b.inline_entries() {
+                if !expired(e.deadline, now) {
+                    emitted += 1;
+                    sink(SnapEntry {
+                        key: b.inline_key(&e),
+                        value: b.inline_value(&e),
+                        deadline: e.deadline,
+                        flags: 0,
+                        cas: 0,
+                    });
+                }
+            }
+        }
+        self.side_buckets.clear();
         let mut at = 0usize;
         while at < self.side.len() {
             let s = &self.side[at..];
@@ -207,8 +244,6 @@ impl SnapState {
         }
         self.side.clear();
         let end = self.cursor.saturating_add(budget).min(self.buckets);
-        let now = self.point.now;
-        let mut emitted = 0u64;
         for i in self.cursor..end {
             if self.is_saved(i) {
                 continue;

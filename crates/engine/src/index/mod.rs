@@ -1121,6 +1121,14 @@ impl Table {
         self.snap_save(main);
     }
 
+    /// A copy of main bucket `i` when it holds its whole chain inline (no pointer slot, no
+    /// chained bucket): then its 64 bytes are all a snapshot must keep of it
+    /// (`crate::snapshot`).
+    pub fn main_bucket_inline_copy(&self, i: u64) -> Option<Bucket> {
+        let b = self.bucket(i as usize * LINE_BYTES);
+        (b.pointer_slots() == 0 && b.chain().is_none()).then_some(*b)
+    }
+
     /// Starts copy before first write for `state` (`crate::snapshot`).
     pub fn snap_install(&mut self, state: Box<crate::snapshot::SnapState>) {
         assert!(self.snap.is_none(), "a snapshot is already being taken");

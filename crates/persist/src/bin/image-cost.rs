@@ -9,7 +9,7 @@
 //!   prefaulted before the clock starts and into one faulted during the load; and the read
 //!   alone (no engine) for the split;
 //! - serving: batches of 64 operations (half GETs, half PUTs of random keys: YCSB-A) on the
-//!   loaded engine for 1 s without a snapshot, then 1 s with one taken all the time (an image
+//!   loaded engine for 2 s without a snapshot, then 2 s with one taken all the time (an image
 //!   written a step of 16, 64 or 256 buckets after every batch; a new one begun when one
 //!   ends), alternating 3 times: ops/s of each and their ratio, how long an image took, and
 //!   the snapshot's memory (bitmap and side buffer) at its peak next to the arena.
@@ -176,7 +176,7 @@ fn main() {
                 let snapshotting = mode == 1;
                 let mut w: Option<(ImageWriter, Instant)> = None;
                 let (t, mut ops_done) = (Instant::now(), 0u64);
-                while t.elapsed() < Duration::from_secs(1) {
+                while t.elapsed() < Duration::from_secs(2) {
                     for i in idx.iter_mut() {
                         *i = (r.next() % keys) as usize;
                     }
