@@ -13,6 +13,7 @@ use crate::op::{Op, Results, Status};
 use crate::ops::{ElemType, FunctionRegistry};
 use crate::pipeline::{Pipeline, Station};
 use crate::slab::{class_for_size, SlabAllocator, SlabConfig, SlabStats, SLAB_UNIT_BYTES};
+use crate::snapshot::{LoadCounts, SnapEntry, SnapPoint, SnapProgress, SnapState, SnapshotBusy};
 use crate::stats::Stats;
 
 /// Smallest arena: one huge page of index and one of slab.
@@ -630,6 +631,71 @@ impl Engine {
             (Status::Error(e), _) => Err(e),
             (s, _) => unreachable!("update returned {s:?}"),
         }
+    }
+
+    /// Starts a snapshot (`crate::snapshot`): records the point (`now`, `cas_next`) whose
+    /// store [`Engine::snapshot_step`] then emits, whatever the batches executed in between
+    /// do. Refused while one is being taken.
+    pub fn snapshot_begin(&mut self) -> Result<SnapPoint, SnapshotBusy> {
+        if self.table.snap_state().is_some() {
+            return Err(SnapshotBusy);
+        }
+        let point = SnapPoint {
+            now: self.now,
+            cas_next: self.cas_next,
+        };
+        let buckets = self.table.bucket_count();
+        self.table
+            .snap_install(Box::new(SnapState::new(point, buckets)));
+        Ok(point)
+    }
+
+    /// Emits to `sink` the entries copied since the last step, then the live entries (at the
+    /// point) of up to `budget_buckets` more main buckets with their chains. Returns true when
+    /// the image is complete; the snapshot is then over and its memory freed. Without a
+    /// snapshot, returns true and emits nothing. Call it between batches.
+    pub fn snapshot_step(
+        &mut self,
+        budget_buckets: u64,
+        sink: &mut dyn FnMut(SnapEntry<'_>),
+    ) -> bool {
+        let Some(mut s) = self.table.snap_take() else {
+            return true;
+        };
+        if s.step(&self.table, budget_buckets, sink) {
+            return true;
+        }
+        self.table.snap_install(s);
+        false
+    }
+
+    /// Drops the snapshot being taken, if any, and its memory. Returns whether one was.
+    pub fn snapshot_abort(&mut self) -> bool {
+        self.table.snap_take().is_some()
+    }
+
+    /// Where the snapshot being taken stands (`None`: none is).
+    pub fn snapshot_progress(&self) -> Option<SnapProgress> {
+        self.table.snap_state().map(SnapState::progress)
+    }
+
+    /// Stores `entries` (an image's, for recovery) without the pipeline's per-operation
+    /// work: checked against the limits, left out when expired at `now` (set it first),
+    /// replacing keys already present; a key with `cas != 0` keeps its item meta. Use it
+    /// before serving: it bypasses eviction and the batch machinery, and its writes are
+    /// not operations (no stats, no reclaimed keys). On an error the entries before the
+    /// failing one (whose index is returned) are stored.
+    pub fn load_entries(
+        &mut self,
+        entries: &[SnapEntry<'_>],
+    ) -> Result<LoadCounts, (usize, OpError)> {
+        crate::snapshot::load_entries(
+            &mut self.table,
+            &mut self.access,
+            &self.limits,
+            self.now,
+            entries,
+        )
     }
 }
 

@@ -26,6 +26,7 @@
 //!   pipeline/    batches: windows, the reservation station, the station-free roads, retiring
 //!   atomic.rs    the all-or-nothing check of a batch (limits, then a trial allocation)
 //!   config.rs stats.rs engine.rs   configuration and tuning; counters; `Engine`, the one door
+//!   snapshot.rs  point-in-time images while batches run (copy before first write); fast load
 //! ```
 //!
 //! Goals: about one memory access per GET and two per PUT for inline key-values; many cache
@@ -53,6 +54,7 @@ pub mod ops;
 mod pipeline;
 mod simd;
 mod slab;
+mod snapshot;
 pub mod stats;
 pub mod strings;
 
@@ -70,4 +72,5 @@ pub use op::{
 };
 pub use ops::{ElemType, FunctionKind, FunctionRegistry, UserFunction};
 pub use slab::SlabStats;
+pub use snapshot::{LoadCounts, SnapEntry, SnapPoint, SnapProgress, SnapshotBusy};
 pub use stats::{KindCounters, Stats};

@@ -12,6 +12,7 @@
 //!                               batch.rs    a record's payload: the batch's writes and `now`
 //!   fs.rs     every write, fsync, rename and truncation goes through `dyn Fs` (tests: FaultFs)
 //!   check.rs  `directkv check DIR [--repair]`: each file's state; truncate damaged tails
+//!   image.rs  an engine's image into a snapshot file while it serves (steps), and loaded back
 //!   bin/persist-cost.rs  what the log and snapshots cost on this machine (docs/persistence.md)
 //! ```
 //!
@@ -41,6 +42,7 @@
 pub mod batch;
 pub mod check;
 pub mod fs;
+pub mod image;
 pub mod lock;
 pub mod log;
 pub mod manifest;

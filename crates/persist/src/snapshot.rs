@@ -476,11 +476,12 @@ fn decode_entries(
 ) -> Result<u32, (usize, String, bool)> {
     let mut at = 0usize;
     let take = |at: &mut usize, n: usize| -> Result<&[u8], (usize, String, bool)> {
-        let end = at.checked_add(n).filter(|&e| e <= block.len()).ok_or((
-            *at,
-            "runs past the block".to_string(),
-            false,
-        ))?;
+        // `ok_or_else`: the error's String is built only on an error (eagerly, it cost an
+        // allocation and a free per field of every entry read).
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= block.len())
+            .ok_or_else(|| (*at, "runs past the block".to_string(), false))?;
         let s = &block[*at..end];
         *at = end;
         Ok(s)
@@ -491,7 +492,7 @@ fn decode_entries(
         for i in 0..5 {
             let b = *block
                 .get(*at)
-                .ok_or((start, "bad length".to_string(), false))?;
+                .ok_or_else(|| (start, "bad length".to_string(), false))?;
             *at += 1;
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {

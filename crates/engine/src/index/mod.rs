@@ -343,6 +343,10 @@ pub struct Table {
     /// test and write cost the GET path about 7% of its instructions (callgrind), so without
     /// one (`noeviction`, the default) they are left alone.
     track_refs: bool,
+    /// The snapshot being taken, if any (`crate::snapshot`): while it is, every change of a
+    /// main bucket's chain first calls [`Table::snap_save`]. `None` (the test every write
+    /// path makes, on a field next to the ones it reads) when no snapshot runs.
+    snap: Option<Box<crate::snapshot::SnapState>>,
 }
 
 impl Table {
@@ -365,6 +369,7 @@ impl Table {
             counts: TableCounts::default(),
             plain_inline_keys: 0,
             track_refs: false,
+            snap: None,
         }
     }
 
@@ -377,9 +382,12 @@ impl Table {
     /// Nothing but a write with a deadline or a change of policy makes it false, so a loop of
     /// plain GETs and PUTs asks once, before it starts, and takes the `PLAIN` fast paths
     /// ([`MainIndex::probe_as`], [`Table::replace_inline_as`]) throughout.
+    /// It is false while a snapshot is taken, so that the `PLAIN` write path needs no
+    /// snapshot test of its own (copy before first write, `crate::snapshot`), which would
+    /// cost every PUT of the loop an instruction or two.
     #[inline(always)]
     pub fn plain_hits(&self) -> bool {
-        !self.track_refs && self.counts.inline_keys == self.plain_inline_keys
+        !self.track_refs && self.snap.is_none() && self.counts.inline_keys == self.plain_inline_keys
     }
 
     /// Whether any key-value is stored as a record (pointer slots exist) or inline with a
@@ -559,6 +567,13 @@ impl Table {
         if key.len() >= self.inline_threshold {
             return None;
         }
+        debug_assert!(
+            !(PLAIN && self.snap.is_some()),
+            "PLAIN write under a snapshot"
+        );
+        if !PLAIN && self.snap.is_some() {
+            self.snap_save(self.main_bucket(h));
+        }
         // The main bucket first, on its own: where nearly every key is.
         let (mut off, b) = self.main_bucket_ref(h);
         match b.find_inline_with(key, simd) {
@@ -624,6 +639,9 @@ impl Table {
         // A key with a deadline goes the general way, which expires it.
         if b.has_deadline(pos, key.len() + vlen) {
             return None;
+        }
+        if self.snap.is_some() {
+            self.snap_save(off);
         }
         self.bucket_mut(off).set_referenced(true);
         Some(self.arena.slice_mut(off + pos + key.len(), vlen))
@@ -832,6 +850,9 @@ impl Table {
         meta: Meta,
         acc: &mut Access,
     ) -> Result<(), OpError> {
+        if self.snap.is_some() {
+            self.snap_save(self.main_bucket(h));
+        }
         if let Some(o) = old {
             if self.rewrite_in_place(key, &o, value, deadline, meta, acc) {
                 return Ok(());
@@ -1056,6 +1077,9 @@ impl Table {
     /// Removes the key-value at `loc`; frees its record and, when a chained bucket becomes empty,
     /// the bucket.
     pub fn remove(&mut self, loc: &Loc, acc: &mut Access) {
+        if self.snap.is_some() {
+            self.snap_save_loc(loc);
+        }
         let mut b = *self.bucket(loc.bucket);
         let (kv_len, inline) = match loc.kind {
             LocKind::Inline { klen, vlen, .. } => {
@@ -1086,6 +1110,63 @@ impl Table {
             *self.bucket_mut(loc.bucket) = b;
             acc.write(loc.bucket, LINE_BYTES);
         }
+    }
+
+    /// Copy before first write (`crate::snapshot`): the chain of the main bucket at byte
+    /// offset `main` is about to change; if the snapshot's cursor has not reached it and it
+    /// was not saved yet, its live entries are copied as they are now. Out of line and cold:
+    /// it runs only while a snapshot is taken.
+    #[cold]
+    #[inline(never)]
+    fn snap_save(&mut self, main: usize) {
+        let Some(mut s) = self.snap.take() else {
+            return;
+        };
+        s.before_write(self, (main / LINE_BYTES) as u64);
+        self.snap = Some(s);
+    }
+
+    /// [`Table::snap_save`] of the main bucket of the key at `loc` (a removal knows where the
+    /// key is, not its hash: the key is read and hashed again, here on the cold path).
+    #[cold]
+    #[inline(never)]
+    fn snap_save_loc(&mut self, loc: &Loc) {
+        let main = if loc.prev == NO_BUCKET {
+            loc.bucket
+        } else {
+            let key = match loc.kind {
+                LocKind::Inline { klen, .. } => self.arena.slice(loc.bucket + loc.pos, klen),
+                LocKind::Record {
+                    rec, header, klen, ..
+                } => self.arena.slice(rec + header, klen),
+            };
+            self.main_bucket(crate::hash::key_hash(key))
+        };
+        self.snap_save(main);
+    }
+
+    /// A copy of main bucket `i` when it holds its whole chain inline (no pointer slot, no
+    /// chained bucket): then its 64 bytes are all a snapshot must keep of it
+    /// (`crate::snapshot`).
+    pub fn main_bucket_inline_copy(&self, i: u64) -> Option<Bucket> {
+        let b = self.bucket(i as usize * LINE_BYTES);
+        (b.pointer_slots() == 0 && b.chain().is_none()).then_some(*b)
+    }
+
+    /// Starts copy before first write for `state` (`crate::snapshot`).
+    pub fn snap_install(&mut self, state: Box<crate::snapshot::SnapState>) {
+        assert!(self.snap.is_none(), "a snapshot is already being taken");
+        self.snap = Some(state);
+    }
+
+    /// Stops copy before first write and hands the state back (`None`: no snapshot ran).
+    pub fn snap_take(&mut self) -> Option<Box<crate::snapshot::SnapState>> {
+        self.snap.take()
+    }
+
+    /// The snapshot being taken, if any.
+    pub fn snap_state(&self) -> Option<&crate::snapshot::SnapState> {
+        self.snap.as_deref()
     }
 
     /// Adds to `need` (blocks per slab class) what one write of a key-value of these lengths

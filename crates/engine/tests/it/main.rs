@@ -31,3 +31,4 @@ mod model;
 mod no_alloc;
 mod range_ops;
 mod results_budget;
+mod snapshot;

@@ -9,6 +9,7 @@ mod common;
 
 mod batch_replay;
 mod hostile;
+mod image;
 mod log_bit_flips;
 mod log_faults;
 mod log_torn_tails;
