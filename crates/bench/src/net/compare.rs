@@ -476,7 +476,7 @@ fn start(
         TargetKind::Redis => ServerProcess::redis(cpu)?,
         TargetKind::RedisAof => {
             let dir = dir.as_ref().expect("an aof target has a directory");
-            ServerProcess::redis_aof(&dir.path, args.appendfsync.name(), cpu)?
+            ServerProcess::redis_aof(&dir.path, args.appendfsync.name(), &[], cpu)?
         }
         TargetKind::Memcached => {
             let mb = (args.keys * MEMCACHED_BYTES_PER_KEY_BUDGET + data) >> 20;
@@ -552,10 +552,8 @@ impl DataDir {
     pub fn create(name: &str) -> Result<DataDir, String> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "directkv-bench-{name}-{}-{n}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("directkv-bench-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(DataDir { path })

@@ -32,4 +32,5 @@ mod clients_memcache;
 mod config_file;
 mod hostile_fd;
 mod persist_check;
+mod persist_kill;
 mod serve_refusals;

@@ -251,10 +251,12 @@ impl ServerProcess {
     /// server the kill -9 harness is validated against): `appendfsync` is `always`, `everysec`
     /// or `no`, the files go to `dir` (which must exist), and there are no RDB save points, so
     /// the append-only file alone is what a restart on `dir` loads. Ready when its port accepts;
-    /// it may still answer `-LOADING` while it reads the file.
+    /// it may still answer `-LOADING` while it reads the file. `extra` arguments (Redis
+    /// options, e.g. `--auto-aof-rewrite-min-size 4mb`) come last.
     pub fn redis_aof(
         dir: &Path,
         appendfsync: &str,
+        extra: &[&str],
         cpu: Option<usize>,
     ) -> Result<ServerProcess, String> {
         let exe = find_program("redis-server", "redis-server")?;
@@ -275,6 +277,7 @@ impl ServerProcess {
         .map(OsString::from)
         .to_vec();
         args.push(dir.into());
+        args.extend(extra.iter().map(OsString::from));
         ServerProcess::start_tcp("redis-aof", exe, args, cpu, port)
     }
 }
