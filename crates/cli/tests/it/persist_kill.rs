@@ -32,7 +32,9 @@
 //! Cycles per run: `CYCLES_DEFAULT` in CI; `DKV_KILL_CYCLES=1000` for the longer run, and
 //! `DKV_KILL_SEED` to replay a failing run (the seed is in every failure message). The
 //! redis-server runs (validation of the harness, not of directkv) are in the suite at
-//! `REDIS_CYCLES_DEFAULT` cycles per policy; `DKV_KILL_CYCLES` sets theirs too.
+//! `REDIS_CYCLES_DEFAULT` cycles for `appendfsync always` and `no`; `DKV_KILL_CYCLES` sets
+//! theirs too. Redis's `everysec` is not: the harness caught it losing acknowledged writes
+//! (its test, ignored, says why).
 //!
 //! Non-goals: power loss (the page cache survives a kill -9; `directkv_persist`'s fault-
 //! injection tests cover torn and lost writes), directkv's vector operations (redis has none, and
@@ -118,8 +120,7 @@ fn run(subject: &Subject, cycles: usize, seed: u64) -> Result<Summary, String> {
         )
     };
     for cycle in 0..=cycles {
-        let server = start(subject, &dir.path).map_err(|e| fail(cycle, e))?;
-        let mut conn = ready(server.addr).map_err(|e| fail(cycle, e))?;
+        let (server, mut conn) = start(subject, &dir.path).map_err(|e| fail(cycle, e))?;
         keys.check(&mut conn, &mut summary)
             .map_err(|e| fail(cycle, e))?;
         if cycle == cycles {
@@ -148,16 +149,38 @@ fn run(subject: &Subject, cycles: usize, seed: u64) -> Result<Summary, String> {
     unreachable!("the loop returns after its last check")
 }
 
-/// Starts the subject on `dir`, retrying a start that failed (a port taken under it).
-fn start(subject: &Subject, dir: &Path) -> Result<ServerProcess, String> {
+/// Starts the subject on `dir` and connects to it once it has loaded its files, retrying a
+/// start that failed or whose port turned out to be another process's (a port handed out by a
+/// probe listener can be taken before the server binds it, and the readiness probe then
+/// connects to the other process).
+fn start(subject: &Subject, dir: &Path) -> Result<(ServerProcess, Conn), String> {
     let mut last = String::new();
     for _ in 0..START_TRIES {
-        match (subject.start)(dir) {
-            Ok(server) => return Ok(server),
-            Err(e) => last = e,
+        let server = match (subject.start)(dir) {
+            Ok(server) => server,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        let mut conn = ready(server.addr)?;
+        match process_id(&mut conn)? {
+            pid if pid == server.pid() => return Ok((server, conn)),
+            pid => last = format!("{} is process {pid}'s, not ours", server.addr),
         }
     }
     Err(format!("cannot start {}: {last}", subject.name))
+}
+
+/// `process_id` of `INFO server` (Redis's field; directkv has it too).
+fn process_id(conn: &mut Conn) -> Result<u32, String> {
+    let info = match conn.call(&[b"INFO", b"server"])? {
+        Reply::Bulk(Some(text)) => String::from_utf8_lossy(&text).into_owned(),
+        other => return Err(format!("INFO server answered {other:?}")),
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:")?.trim().parse().ok())
+        .ok_or_else(|| format!("no process_id in INFO server: {info:?}"))
 }
 
 /// A connection on which PING answered PONG: the server has loaded its files (redis-server
@@ -721,7 +744,29 @@ fn redis_aof_always_loses_nothing_acknowledged_under_kill_9() {
 }
 
 #[test]
-fn redis_aof_everysec_loses_nothing_acknowledged_under_kill_9() {
+fn redis_aof_no_loses_nothing_acknowledged_under_kill_9() {
+    let Some(start) = redis_subject("no") else {
+        return;
+    };
+    let subject = Subject {
+        name: "redis-aof-no".into(),
+        start: &start,
+        after_kill: &|_| {},
+    };
+    must_lose_nothing(&subject, cycles(REDIS_CYCLES_DEFAULT));
+}
+
+/// Fails on this machine, as it should: redis-server under `appendfsync everysec` postpones
+/// writing its append-only buffer for up to 2 seconds while a background fdatasync is still
+/// running (`flushAppendOnlyFile`), and answers the writes meanwhile, so a kill -9 then loses
+/// acknowledged writes (seen within 30 cycles, a few hundred INCRs at a time, on this disk
+/// whose fdatasync takes milliseconds). The harness's claim about Redis in issue 22 ("everysec
+/// can acknowledge writes that a kill -9 then loses"), measured; ignored because the loss
+/// depends on the disk. Run it with `cargo test --profile ci -p directkv --test it
+/// persist_kill::redis_aof_everysec -- --ignored --nocapture`.
+#[test]
+#[ignore = "redis-server everysec loses acknowledged writes under kill -9 when fsync is slow"]
+fn redis_aof_everysec_loses_acknowledged_writes_under_kill_9_when_fsync_is_slow() {
     let Some(start) = redis_subject("everysec") else {
         return;
     };
