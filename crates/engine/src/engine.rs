@@ -70,6 +70,10 @@ pub struct Engine {
     /// Keys the last `execute` or `expire_step` removed for their deadline, length-prefixed
     /// (`reclaimed_keys`).
     reclaimed: Vec<u8>,
+    /// Bytes of `reclaimed` that eviction before the last batch's operations took
+    /// (`evicted_before_batch`), and where eviction after it starts (`evicted_after_batch`).
+    evicted_pre_end: usize,
+    evicted_post_start: usize,
     /// The CAS unique the next memcache write takes (`op::mc`): starts at 1, never 0.
     cas_next: u64,
 }
@@ -198,6 +202,8 @@ impl Engine {
                 slab_bytes as u64,
             ),
             reclaimed: Vec::new(),
+            evicted_pre_end: 0,
+            evicted_post_start: 0,
             cas_next: 1,
         })
     }
@@ -210,6 +216,14 @@ impl Engine {
             self.make_room(ops);
             self.take_evicted();
         }
+        self.evicted_pre_end = self.reclaimed.len();
+        self.run(ops, out);
+        self.evicted_post_start = self.reclaimed.len();
+    }
+
+    /// The batch itself, after eviction made room.
+    #[inline]
+    fn run(&mut self, ops: &[Op], out: &mut Results) {
         let cas_base = self.cas_next;
         self.cas_next = crate::memcache::cas_after(cas_base, ops.len());
         let mut p = Pipeline {
@@ -256,6 +270,8 @@ impl Engine {
     /// later command runs.
     pub fn check_atomic(&mut self, ops: &[Op]) -> Result<(), OpError> {
         self.reclaimed.clear();
+        self.evicted_pre_end = 0;
+        self.evicted_post_start = usize::MAX;
         if self.evictor.policy != EvictionPolicy::NoEviction {
             self.make_room(ops);
             self.take_evicted();
@@ -298,6 +314,7 @@ impl Engine {
     /// watermark, evicts up to `keys_max` keys under the policy. Returns how many it evicted.
     /// The keys it evicts are added to [`Engine::reclaimed_keys`] (it runs after `execute`).
     pub fn evict_ahead(&mut self, keys_max: u64) -> u64 {
+        self.evicted_post_start = self.evicted_post_start.min(self.reclaimed.len());
         let n = self
             .evictor
             .evict_ahead(&mut self.table, &mut self.stats, self.now, keys_max);
@@ -318,6 +335,8 @@ impl Engine {
     /// They are then [`Engine::reclaimed_keys`].
     pub fn evict_step(&mut self) -> u64 {
         self.reclaimed.clear();
+        self.evicted_pre_end = 0;
+        self.evicted_post_start = usize::MAX;
         let n = self
             .evictor
             .evict_unit(&mut self.table, &mut self.stats, self.now);
@@ -378,6 +397,8 @@ impl Engine {
         let mut keys = std::mem::take(&mut self.sweep_keys);
         keys.clear();
         self.reclaimed.clear();
+        self.evicted_pre_end = 0;
+        self.evicted_post_start = usize::MAX;
         let next = self.table.scan(cursor, buckets, |k, _, d| {
             if crate::expiry::expired(d, now) {
                 keys.push(k.len() as u8);
@@ -414,13 +435,21 @@ impl Engine {
     /// change of a key (WATCH, a log of writes) reads them after each of those calls (after
     /// [`Engine::execute_atomic`] they are its `execute`'s only).
     pub fn reclaimed_keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let mut at = 0usize;
-        std::iter::from_fn(move || {
-            let n = usize::from(*self.reclaimed.get(at)?);
-            let key = &self.reclaimed[at + 1..at + 1 + n];
-            at += 1 + n;
-            Some(key)
-        })
+        keys_of(&self.reclaimed)
+    }
+
+    /// The keys the last [`Engine::execute`] evicted to make room before its operations ran, in
+    /// the order removed: the first of its [`Engine::reclaimed_keys`]. A log records them as
+    /// deletes ahead of the batch (`directkv_persist::batch`).
+    pub fn evicted_before_batch(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        keys_of(&self.reclaimed[..self.evicted_pre_end])
+    }
+
+    /// The keys [`Engine::evict_ahead`] evicted after the last [`Engine::execute`]: the last of
+    /// its [`Engine::reclaimed_keys`]. Between the two come the keys its lookups found expired
+    /// (lazy expiry), which a replay at the same `now` reclaims again.
+    pub fn evicted_after_batch(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        keys_of(&self.reclaimed[self.evicted_post_start.min(self.reclaimed.len())..])
     }
 
     /// Whether batches run the pipeline built for x86-64-v3 CPUs (AVX2, BMI1/2, LZCNT, POPCNT),
@@ -602,4 +631,15 @@ impl Engine {
             (s, _) => unreachable!("update returned {s:?}"),
         }
     }
+}
+
+/// The keys of a length-prefixed list (`Engine::reclaimed`).
+fn keys_of(list: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let n = usize::from(*list.get(at)?);
+        let key = &list[at + 1..at + 1 + n];
+        at += 1 + n;
+        Some(key)
+    })
 }

@@ -23,46 +23,143 @@
 //! An 8-byte key with an 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of
 //! data).
 
+//! Batch records: the payload of one log record, what one executed batch changed in a shard's
+//! store, so that replaying the records in order after `Engine::set_now` gives the same store.
+//!
+//! ```text
+//!   payload = version u8 (2) | flags u8 | now u64 | cas_before u64 | cas_after u64
+//!             | deletes_before u32 | key* | ops u32 | op* | deletes_after u32 | key*
+//!   key     = len v | bytes
+//!   op      = kind u8 | elem u8 | func u16 | key_len v | arg_len v | arg2_len v | key | arg | arg2
+//!             (v: unsigned LEB128, at most 5 bytes, at most u32::MAX; integers little-endian)
+//!   flags   bit 0 FLUSH: the store was emptied (FLUSHALL) before the rest of the record
+//! ```
+//!
+//! What a batch changed, in the order it happened:
+//! - **flush**: the shard's store emptied (the CAS counter goes on);
+//! - **deletes before**: keys evicted to make room before the batch's operations ran
+//!   (`Engine::evicted_before_batch`), and the keys a record of their own removes: an active
+//!   expiry step's, or the evictions of an all-or-nothing check (`Engine::reclaimed_keys`);
+//! - **ops**: the batch's write operations (`OpKind::writes`), or every operation when one is a
+//!   memcache op (a memcache write's CAS is its operation's position in the batch, so replay
+//!   needs the positions: `memcache::cas_at`);
+//! - **deletes after**: keys evicted ahead of need after the batch
+//!   (`Engine::evicted_after_batch`).
+//!
+//! `cas_before`/`cas_after` are the engine's CAS counter around the batch (`Engine::cas_next`);
+//! replay restores both, so a record's deletes, which take numbers as operations when replayed,
+//! change no CAS value. Keys the batch's own lookups found expired and reclaimed (lazy expiry)
+//! are not logged: replayed at the same `now`, the same lookups reclaim them again. Replay runs
+//! with eviction off (`EvictionPolicy::NoEviction`): evictions are in the record, and an engine
+//! that evicted on its own while replaying would remove keys the original kept.
+//!
+//! The op encoding is the `Op` itself, field by field, and does not look at what the kind means:
+//! a kind is its code (`OpKind as u8`), deadlines are whatever absolute values the op's
+//! arguments carry (`expire_args`), so a new op kind is logged without a change here and a
+//! decoder that does not know a code refuses the record (`BatchError::UnknownKind`) rather
+//! than guess. A write that failed (an NX put on an existing key) is logged all the same:
+//! replayed in order at the same `now` it fails again, and deciding which ops changed the
+//! store would need the engine's results, which a deterministic engine makes unnecessary.
+//!
+//! Not here: operations whose outcome replay cannot reproduce from the op alone (a user
+//! function registered at run time that a restarted server may not have) must be given to
+//! `encode_record` by the server as the value they produced (a `Put`). An 8-byte key with an
+//! 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of data); a record's fixed
+//! part is 38 bytes (`RECORD_HEADER_BYTES` and the three counts).
+
 use directkv_engine::{ElemType, Engine, Op, OpKind, Results};
 
-/// Bytes of the batch header: `now` and the op count.
-pub const BATCH_HEADER_BYTES: usize = 12;
+/// The record version this code writes and reads.
+pub const RECORD_VERSION: u8 = 2;
+/// Bytes before the first count: version, flags, `now`, the CAS counter before and after.
+pub const RECORD_HEADER_BYTES: usize = 26;
+/// Flag bit: the store was emptied before the rest of the record.
+pub const FLAG_FLUSH: u8 = 1;
 /// The fewest bytes one op takes (4 of header and three 1-byte lengths).
 const OP_BYTES_MIN: usize = 7;
 
-/// Why a payload is not a batch.
+/// Why a payload is not a batch record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BatchError {
     #[error("batch record ends early at byte {at} of {len}")]
     Truncated { at: usize, len: usize },
-    #[error("batch record has {extra} bytes after its last op")]
+    #[error("batch record has {extra} bytes after its end")]
     Trailing { extra: usize },
+    #[error("batch record version {version} (this directkv reads {RECORD_VERSION})")]
+    Version { version: u8 },
+    #[error("batch record flags {flags:#04x} unknown")]
+    Flags { flags: u8 },
     #[error("unknown op kind code {code} at byte {at} (written by a newer directkv?)")]
     UnknownKind { code: u8, at: usize },
     #[error("unknown element type code {code} at byte {at}")]
     UnknownElem { code: u8, at: usize },
     #[error("bad length at byte {at}")]
     BadLength { at: usize },
-    #[error("batch record of {ops} ops has no room for them in {len} bytes")]
-    TooManyOps { ops: u32, len: usize },
+    #[error("batch record of {count} items has no room for them in {len} bytes")]
+    TooMany { count: u32, len: usize },
 }
 
-/// Appends the encoding of the write operations of `ops`, executed at `now`, to `out`;
-/// returns how many it encoded. With none, `out` is left as it was (a batch of reads is not
-/// logged).
-pub fn encode_writes(now: u64, ops: &[Op], out: &mut Vec<u8>) -> usize {
-    encode_ops(now, ops.iter().filter(|op| op.kind.writes()), out)
+/// The fixed part of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordHead {
+    /// The batch's time (`Engine::set_now`), ms since the Unix epoch.
+    pub now: u64,
+    /// The store was emptied (FLUSHALL) before the rest.
+    pub flush: bool,
+    /// `Engine::cas_next` before the batch and after it.
+    pub cas_before: u64,
+    pub cas_after: u64,
 }
 
-/// Appends the encoding of every op of `ops` (reads too) at `now` to `out`; returns how many.
-/// With none, `out` is left as it was.
-pub fn encode_ops<'o, 'a: 'o>(
-    now: u64,
-    ops: impl IntoIterator<Item = &'o Op<'a>>,
+/// Whether a batch is logged whole: a memcache op takes its CAS by its position.
+fn logs_every_op(ops: &[Op]) -> bool {
+    ops.iter().any(|op| op.kind.is_memcache())
+}
+
+/// Appends the record of one executed batch to `out`: `deletes_before`, the writes of `ops`
+/// (every op when one is a memcache op), `deletes_after`. Returns false, with `out` as it was,
+/// when there is nothing to log (no flush, no delete, no write): a batch of reads.
+pub fn encode_record<'k>(
     out: &mut Vec<u8>,
-) -> usize {
+    head: &RecordHead,
+    deletes_before: impl IntoIterator<Item = &'k [u8]>,
+    ops: &[Op],
+    deletes_after: impl IntoIterator<Item = &'k [u8]>,
+) -> bool {
     let start = out.len();
-    out.extend_from_slice(&now.to_le_bytes());
+    out.push(RECORD_VERSION);
+    out.push(if head.flush { FLAG_FLUSH } else { 0 });
+    out.extend_from_slice(&head.now.to_le_bytes());
+    out.extend_from_slice(&head.cas_before.to_le_bytes());
+    out.extend_from_slice(&head.cas_after.to_le_bytes());
+    let mut items = put_keys(out, deletes_before);
+    let every = logs_every_op(ops);
+    items += put_ops(out, ops.iter().filter(|op| every || op.kind.writes()));
+    items += put_keys(out, deletes_after);
+    if items == 0 && !head.flush {
+        out.truncate(start);
+        return false;
+    }
+    true
+}
+
+/// Appends a count and the keys; returns the count.
+fn put_keys<'k>(out: &mut Vec<u8>, keys: impl IntoIterator<Item = &'k [u8]>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let mut n = 0u32;
+    for k in keys {
+        put_len(out, k.len());
+        out.extend_from_slice(k);
+        n += 1;
+    }
+    out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+    n as usize
+}
+
+/// Appends a count and the ops; returns the count.
+fn put_ops<'o, 'a: 'o>(out: &mut Vec<u8>, ops: impl IntoIterator<Item = &'o Op<'a>>) -> usize {
+    let at = out.len();
     out.extend_from_slice(&0u32.to_le_bytes());
     let mut n = 0u32;
     for op in ops {
@@ -77,11 +174,7 @@ pub fn encode_ops<'o, 'a: 'o>(
         out.extend_from_slice(op.arg2);
         n += 1;
     }
-    if n == 0 {
-        out.truncate(start);
-    } else {
-        out[start + 8..start + 12].copy_from_slice(&n.to_le_bytes());
-    }
+    out[at..at + 4].copy_from_slice(&n.to_le_bytes());
     n as usize
 }
 
@@ -94,11 +187,13 @@ fn put_len(out: &mut Vec<u8>, len: usize) {
     out.push(v as u8);
 }
 
-/// A decoded batch whose ops borrow the payload.
+/// A decoded record whose keys and ops borrow the payload.
 #[derive(Debug, Clone)]
-pub struct Batch<'a> {
-    pub now: u64,
+pub struct Record<'a> {
+    pub head: RecordHead,
+    pub deletes_before: Vec<&'a [u8]>,
     pub ops: Vec<Op<'a>>,
+    pub deletes_after: Vec<&'a [u8]>,
 }
 
 struct Cursor<'a> {
@@ -121,6 +216,22 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
+    fn u64(&mut self) -> Result<u64, BatchError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+
+    /// A count, checked against the bytes left before anything is allocated for it.
+    fn count(&mut self, min_bytes: usize) -> Result<usize, BatchError> {
+        let count = u32::from_le_bytes(self.take(4)?.try_into().unwrap());
+        if count as usize > (self.b.len() - self.at) / min_bytes {
+            return Err(BatchError::TooMany {
+                count,
+                len: self.b.len(),
+            });
+        }
+        Ok(count as usize)
+    }
+
     fn len(&mut self) -> Result<usize, BatchError> {
         let at = self.at;
         let mut v: u64 = 0;
@@ -135,22 +246,38 @@ impl<'a> Cursor<'a> {
         }
         Err(BatchError::BadLength { at })
     }
+
+    fn keys(&mut self) -> Result<Vec<&'a [u8]>, BatchError> {
+        let n = self.count(1)?;
+        let mut keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = self.len()?;
+            keys.push(self.take(len)?);
+        }
+        Ok(keys)
+    }
 }
 
-/// Decodes a payload written by [`encode_writes`]; the ops borrow it and ask for no reply data
-/// (`no_return`), which replay does not need.
-pub fn decode(payload: &[u8]) -> Result<Batch<'_>, BatchError> {
+/// Decodes a payload written by [`encode_record`]; the ops borrow it and ask for no reply
+/// data (`no_return`), which replay does not need.
+pub fn decode(payload: &[u8]) -> Result<Record<'_>, BatchError> {
     let mut c = Cursor { b: payload, at: 0 };
-    let now = u64::from_le_bytes(c.take(8)?.try_into().unwrap());
-    let count = u32::from_le_bytes(c.take(4)?.try_into().unwrap());
-    // The count is checked against the bytes before anything is allocated for it.
-    if count as usize > (payload.len() - BATCH_HEADER_BYTES) / OP_BYTES_MIN {
-        return Err(BatchError::TooManyOps {
-            ops: count,
-            len: payload.len(),
-        });
+    let h = c.take(2)?;
+    if h[0] != RECORD_VERSION {
+        return Err(BatchError::Version { version: h[0] });
     }
-    let mut ops = Vec::with_capacity(count as usize);
+    if h[1] & !FLAG_FLUSH != 0 {
+        return Err(BatchError::Flags { flags: h[1] });
+    }
+    let head = RecordHead {
+        flush: h[1] & FLAG_FLUSH != 0,
+        now: c.u64()?,
+        cas_before: c.u64()?,
+        cas_after: c.u64()?,
+    };
+    let deletes_before = c.keys()?;
+    let count = c.count(OP_BYTES_MIN)?;
+    let mut ops = Vec::with_capacity(count);
     for _ in 0..count {
         let at = c.at;
         let h = c.take(4)?;
@@ -171,26 +298,74 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, BatchError> {
             no_return: true,
         });
     }
+    let deletes_after = c.keys()?;
     if c.at != payload.len() {
         return Err(BatchError::Trailing {
             extra: payload.len() - c.at,
         });
     }
-    Ok(Batch { now, ops })
+    Ok(Record {
+        head,
+        deletes_before,
+        ops,
+        deletes_after,
+    })
 }
 
-impl Batch<'_> {
-    /// Runs the batch in `engine` at its `now` (left set afterwards), as it first ran.
+/// Runs a record's parts on `engine` (whose eviction policy must be `NoEviction`): at its
+/// `now` (left set afterwards), its deletes before, its ops from its CAS counter, its deletes
+/// after, and the CAS counter as the batch left it. A flush is the caller's to do first (it
+/// owns the configuration a fresh engine is built from): see [`RecordHead::flush`].
+fn replay_parts(
+    engine: &mut Engine,
+    out: &mut Results,
+    head: &RecordHead,
+    before: &[&[u8]],
+    ops: &[Op],
+    after: &[&[u8]],
+) {
+    debug_assert_eq!(
+        engine.eviction_policy(),
+        directkv_engine::EvictionPolicy::NoEviction,
+        "replay runs with eviction off: evictions are in the log"
+    );
+    engine.set_now(head.now);
+    let deletes = |engine: &mut Engine, out: &mut Results, keys: &[&[u8]]| {
+        if !keys.is_empty() {
+            let ops: Vec<Op> = keys.iter().map(|k| Op::delete(k).no_return()).collect();
+            engine.execute(&ops, out);
+        }
+    };
+    deletes(engine, out, before);
+    if !ops.is_empty() {
+        engine.set_cas_next(head.cas_before);
+        engine.execute(ops, out);
+    }
+    deletes(engine, out, after);
+    engine.set_cas_next(head.cas_after);
+}
+
+impl Record<'_> {
+    /// Runs the record on `engine` (eviction off), as its batch first ran; a flush is the
+    /// caller's to do first.
     pub fn replay(&self, engine: &mut Engine, out: &mut Results) {
-        engine.set_now(self.now);
-        engine.execute(&self.ops, out);
+        replay_parts(
+            engine,
+            out,
+            &self.head,
+            &self.deletes_before,
+            &self.ops,
+            &self.deletes_after,
+        );
     }
 
     /// A copy that owns its bytes.
-    pub fn to_owned(&self) -> OwnedBatch {
-        OwnedBatch {
-            now: self.now,
+    pub fn to_owned(&self) -> OwnedRecord {
+        OwnedRecord {
+            head: self.head,
+            deletes_before: self.deletes_before.iter().map(|k| k.to_vec()).collect(),
             ops: self.ops.iter().map(OwnedOp::from).collect(),
+            deletes_after: self.deletes_after.iter().map(|k| k.to_vec()).collect(),
         }
     }
 }
@@ -233,19 +408,22 @@ impl OwnedOp {
     }
 }
 
-/// A decoded batch that owns its bytes.
+/// A decoded record that owns its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnedBatch {
-    pub now: u64,
+pub struct OwnedRecord {
+    pub head: RecordHead,
+    pub deletes_before: Vec<Vec<u8>>,
     pub ops: Vec<OwnedOp>,
+    pub deletes_after: Vec<Vec<u8>>,
 }
 
-impl OwnedBatch {
-    /// Runs the batch in `engine` at its `now` (left set afterwards).
+impl OwnedRecord {
+    /// Runs the record on `engine` (eviction off); a flush is the caller's to do first.
     pub fn replay(&self, engine: &mut Engine, out: &mut Results) {
         let ops: Vec<Op> = self.ops.iter().map(OwnedOp::as_op).collect();
-        engine.set_now(self.now);
-        engine.execute(&ops, out);
+        let before: Vec<&[u8]> = self.deletes_before.iter().map(Vec::as_slice).collect();
+        let after: Vec<&[u8]> = self.deletes_after.iter().map(Vec::as_slice).collect();
+        replay_parts(engine, out, &self.head, &before, &ops, &after);
     }
 }
 
@@ -254,8 +432,19 @@ mod tests {
     use super::*;
     use directkv_engine::{cond, expire_args};
 
+    const HEAD: RecordHead = RecordHead {
+        now: 1234,
+        flush: false,
+        cas_before: 10,
+        cas_after: 15,
+    };
+
+    fn none<'k>() -> std::iter::Empty<&'k [u8]> {
+        std::iter::empty()
+    }
+
     #[test]
-    fn a_batch_round_trips_and_reads_are_left_out() {
+    fn a_record_round_trips_and_reads_are_left_out() {
         let args = expire_args(5_000, cond::NX);
         let big = vec![7u8; 300];
         let ops = [
@@ -266,10 +455,13 @@ mod tests {
             Op::delete(b"k4"),
         ];
         let mut out = vec![0xAA];
-        assert_eq!(encode_writes(1234, &ops, &mut out), 4);
-        let b = decode(&out[1..]).unwrap();
-        assert_eq!(b.now, 1234);
-        let kinds: Vec<OpKind> = b.ops.iter().map(|o| o.kind).collect();
+        let before: [&[u8]; 2] = [b"e1", b""];
+        assert!(encode_record(&mut out, &HEAD, before, &ops, [&b"e3"[..]]));
+        let r = decode(&out[1..]).unwrap();
+        assert_eq!(r.head, HEAD);
+        assert_eq!(r.deletes_before, before);
+        assert_eq!(r.deletes_after, [&b"e3"[..]]);
+        let kinds: Vec<OpKind> = r.ops.iter().map(|o| o.kind).collect();
         assert_eq!(
             kinds,
             [
@@ -279,25 +471,59 @@ mod tests {
                 OpKind::Delete
             ]
         );
-        assert_eq!(b.ops[1].arg, &big[..]);
-        assert_eq!(b.ops[1].arg2, &args[..]);
-        assert_eq!((b.ops[2].func, b.ops[2].elem), (3, ElemType::U32));
+        assert_eq!(r.ops[1].arg, &big[..]);
+        assert_eq!(r.ops[1].arg2, &args[..]);
+        assert_eq!((r.ops[2].func, r.ops[2].elem), (3, ElemType::U32));
+        assert_eq!(r.to_owned().ops.len(), 4);
         let mut reads = vec![];
-        assert_eq!(encode_writes(1, &[Op::get(b"x")], &mut reads), 0);
+        assert!(!encode_record(
+            &mut reads,
+            &HEAD,
+            none(),
+            &[Op::get(b"x")],
+            none()
+        ));
         assert!(reads.is_empty());
+        // A flush alone is a record.
+        let flush = RecordHead {
+            flush: true,
+            ..HEAD
+        };
+        assert!(encode_record(&mut reads, &flush, none(), &[], none()));
+        assert!(decode(&reads).unwrap().head.flush);
+    }
+
+    #[test]
+    fn a_batch_with_a_memcache_op_is_logged_whole() {
+        let ops = [Op::get(b"a"), Op::mc_get(b"b", b"", b"")];
+        let mut out = vec![];
+        assert!(encode_record(&mut out, &HEAD, none(), &ops, none()));
+        assert_eq!(decode(&out).unwrap().ops.len(), 2);
     }
 
     #[test]
     fn an_eight_byte_put_costs_23_bytes() {
         let mut out = vec![];
-        encode_writes(0, &[Op::put(b"12345678", b"abcdefgh")], &mut out);
-        assert_eq!(out.len(), BATCH_HEADER_BYTES + 23);
+        encode_record(
+            &mut out,
+            &HEAD,
+            none(),
+            &[Op::put(b"12345678", b"abcdefgh")],
+            none(),
+        );
+        assert_eq!(out.len(), RECORD_HEADER_BYTES + 12 + 23);
     }
 
     #[test]
     fn damaged_payloads_are_refused_not_misread() {
         let mut out = vec![];
-        encode_writes(9, &[Op::put(b"key", b"value")], &mut out);
+        encode_record(
+            &mut out,
+            &HEAD,
+            [&b"gone"[..]],
+            &[Op::put(b"key", b"value")],
+            none(),
+        );
         for cut in 0..out.len() {
             assert!(decode(&out[..cut]).is_err(), "cut at {cut}");
         }
@@ -307,17 +533,31 @@ mod tests {
             decode(&extra).unwrap_err(),
             BatchError::Trailing { extra: 1 }
         );
+        let mut version = out.clone();
+        version[0] = 1;
+        assert_eq!(
+            decode(&version).unwrap_err(),
+            BatchError::Version { version: 1 }
+        );
+        let mut flags = out.clone();
+        flags[1] = 0x80;
+        assert!(matches!(decode(&flags), Err(BatchError::Flags { .. })));
+        // The op starts after the header, the deletes' count and "gone", the ops' count.
+        let op_at = RECORD_HEADER_BYTES + 4 + 5 + 4;
         let mut kind = out.clone();
-        kind[BATCH_HEADER_BYTES] = 200;
+        kind[op_at] = 200;
         assert!(matches!(
             decode(&kind),
             Err(BatchError::UnknownKind { code: 200, .. })
         ));
         let mut count = out.clone();
-        count[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(decode(&count), Err(BatchError::TooManyOps { .. })));
+        count[op_at - 4..op_at].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(&count), Err(BatchError::TooMany { .. })));
+        let mut dels = out.clone();
+        dels[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(&dels), Err(BatchError::TooMany { .. })));
         let mut len = out.clone();
-        len[BATCH_HEADER_BYTES + 4..BATCH_HEADER_BYTES + 9].copy_from_slice(&[0xff; 5]);
+        len[op_at + 4..op_at + 9].copy_from_slice(&[0xff; 5]);
         assert!(decode(&len).is_err());
     }
 }

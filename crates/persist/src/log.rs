@@ -724,7 +724,14 @@ mod tests {
         }
         .encode();
         let mut payload = vec![];
-        crate::batch::encode_writes(1000, &[directkv_engine::Op::put(b"k", b"v")], &mut payload);
+        let head = crate::batch::RecordHead {
+            now: 1000,
+            flush: false,
+            cas_before: 1,
+            cas_after: 2,
+        };
+        let put = [directkv_engine::Op::put(b"k", b"v")];
+        crate::batch::encode_record(&mut payload, &head, [], &put, []);
         let mut rec = vec![];
         frame_record(&mut rec, 1, &payload);
         assert_eq!(
@@ -734,8 +741,10 @@ mod tests {
         );
         assert_eq!(
             hex(&rec),
-            "15 00 00 00 01 00 00 00 00 00 00 00 08 2d 38 0a 20 ae 59 f3 \
-             e8 03 00 00 00 00 00 00 01 00 00 00 01 03 00 00 01 01 00 6b 76"
+            "2f 00 00 00 01 00 00 00 00 00 00 00 c5 bc 2f f2 77 6c dc 6a \
+             02 00 e8 03 00 00 00 00 00 00 01 00 00 00 00 00 00 00 \
+             02 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 \
+             01 03 00 00 01 01 00 6b 76 00 00 00 00"
         );
     }
 }

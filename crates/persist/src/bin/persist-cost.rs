@@ -76,7 +76,11 @@ fn log_throughput(dir: &Path, batches_per_write: usize) {
             }
             let ops: Vec<Op> = kv.iter().map(|e| Op::put(&e[..8], &e[8..])).collect();
             w.append_with(|out| {
-                batch::encode_writes(1_700_000_000_000 + batches, &ops, out);
+                let head = batch::RecordHead {
+                    now: 1_700_000_000_000 + batches,
+                    ..Default::default()
+                };
+                batch::encode_record(out, &head, [], &ops, []);
             })
             .unwrap();
             batches += 1;
@@ -140,7 +144,11 @@ fn sync_latency(dir: &Path) {
     let mut us = Vec::new();
     for i in 0..500u64 {
         w.append_with(|out| {
-            batch::encode_writes(i, &ops, out);
+            let head = batch::RecordHead {
+                now: i,
+                ..Default::default()
+            };
+            batch::encode_record(out, &head, [], &ops, []);
         })
         .unwrap();
         let t = Instant::now();

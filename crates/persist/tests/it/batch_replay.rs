@@ -3,7 +3,8 @@
 //! expiring keys along the way; and both agree with the timed HashMap model.
 
 use directkv_engine::{
-    cond, expire_args, ElemType, Engine, EngineConfig, OpKind, Results, KEEP_DEADLINE, NO_DEADLINE,
+    cond, expire_args, mc, ElemType, Engine, EngineConfig, EvictionPolicy, Op, OpKind, Results,
+    KEEP_DEADLINE, NO_DEADLINE,
 };
 use directkv_persist::batch;
 use directkv_persist::fs::RealFs;
@@ -81,6 +82,24 @@ fn random_op(r: &mut SmallRng, now: u64) -> OwnedOp {
     op
 }
 
+/// The record of the batch `e` just executed at `now` from CAS counter `cas_before`, as the
+/// server logs it: its evictions before, its writes, its evictions after.
+fn record(e: &Engine, now: u64, cas_before: u64, ops: &[Op], out: &mut Vec<u8>) -> bool {
+    let head = batch::RecordHead {
+        now,
+        flush: false,
+        cas_before,
+        cas_after: e.cas_next(),
+    };
+    batch::encode_record(
+        out,
+        &head,
+        e.evicted_before_batch(),
+        ops,
+        e.evicted_after_batch(),
+    )
+}
+
 fn model_apply(model: &mut TimedStore, op: &OwnedOp, now: u64) {
     apply_timed(model, op, now, LIMITS);
 }
@@ -136,12 +155,13 @@ fn a_replayed_log_rebuilds_the_same_store_deadlines_and_expiry_included() {
                 .collect();
             let engine_ops: Vec<_> = ops.iter().map(OwnedOp::as_op).collect();
             a.set_now(now);
+            let cas_before = a.cas_next();
             a.execute(&engine_ops, &mut out);
             for op in &ops {
                 model_apply(&mut model, op, now);
             }
             scratch.clear();
-            if batch::encode_writes(now, &engine_ops, &mut scratch) > 0 {
+            if record(&a, now, cas_before, &engine_ops, &mut scratch) {
                 w.append(&scratch).unwrap();
                 logged += 1;
             }
@@ -210,9 +230,11 @@ fn a_batch_with_an_unknown_op_kind_is_refused_by_the_replay_with_its_lsn() {
     )
     .unwrap();
     let mut p = vec![];
-    batch::encode_writes(5, &[directkv_engine::Op::put(b"k", b"v")], &mut p);
+    let e0 = engine();
+    record(&e0, 5, 1, &[directkv_engine::Op::put(b"k", b"v")], &mut p);
     w.append(&p).unwrap();
-    p[12] = 250;
+    // The op's kind byte: after the header, the deletes' count and the ops' count.
+    p[batch::RECORD_HEADER_BYTES + 8] = 250;
     w.append(&p).unwrap();
     w.sync().unwrap();
     let mut e = engine();
@@ -229,4 +251,117 @@ fn a_batch_with_an_unknown_op_kind_is_refused_by_the_replay_with_its_lsn() {
         err.contains("lsn 2") && err.contains("unknown op kind code 250"),
         "{err}"
     );
+}
+
+/// Every key's memcache view (value, flags, CAS) and deadline, sorted: what a replay must give
+/// back exactly, CAS values included.
+fn items(e: &mut Engine) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    let mut keys = vec![];
+    e.for_each_with_deadline(|k, _, d| keys.push((k.to_vec(), d)));
+    keys.sort();
+    let mut out = Results::default();
+    let mut v = vec![];
+    for (k, d) in keys {
+        let want = mc::WANT_CAS;
+        e.execute(&[Op::mc_get(&k, b"", &want)], &mut out);
+        v.push((k, d, out.data(0).to_vec()));
+    }
+    v
+}
+
+#[test]
+fn evictions_and_memcache_cas_values_replay_exactly() {
+    for (seed, policy) in [
+        (1u64, EvictionPolicy::AllKeysLru),
+        (2, EvictionPolicy::AllKeysRandom),
+        (3, EvictionPolicy::VolatileTtl),
+    ] {
+        let dir = TestDir::new(&format!("evict-{seed}"));
+        let path = dir.join("log-0000-0000000001.dkvl");
+        let small = || {
+            let mut cfg = EngineConfig::with_memory(directkv_engine::engine::MEMORY_BYTES_MIN);
+            cfg.value_len_max = LIMITS.value_len_max;
+            cfg.eviction_watermark = 0.2;
+            Engine::new(cfg).unwrap()
+        };
+        let mut a = small();
+        a.set_eviction_policy(policy);
+        let mut w = LogWriter::create(
+            &RealFs,
+            &path,
+            LogHeader {
+                shard: 0,
+                first_lsn: 1,
+            },
+            LogLimits::default(),
+        )
+        .unwrap();
+        let mut r = SmallRng::seed_from_u64(seed);
+        let mut out = Results::default();
+        let mut scratch = vec![];
+        let mut now = 1_700_000_000_000u64;
+        let mut evicted = 0usize;
+        let mut after = 0usize;
+        let value = vec![b'v'; 200];
+        for _ in 0..3_000 {
+            now += 1;
+            let keys: Vec<Vec<u8>> = (0..r.gen_range(1..20))
+                .map(|_| format!("k{}", r.gen_range(0..40_000u32)).into_bytes())
+                .collect();
+            let args: Vec<[u8; mc::STORE_ARGS_BYTES]> = keys
+                .iter()
+                .map(|_| mc::StoreArgs::set(r.gen(), now + r.gen_range(1..1_000_000)).encode())
+                .collect();
+            let ops: Vec<Op> = keys
+                .iter()
+                .zip(&args)
+                .enumerate()
+                .map(|(i, (k, a))| match i % 3 {
+                    0 => Op::mc_store(k, &value, a),
+                    1 => Op::get(k),
+                    _ => Op::put(k, &value[..100]),
+                })
+                .collect();
+            a.set_now(now);
+            let cas_before = a.cas_next();
+            // Every third batch runs with eviction off and the policy turned on after it (as
+            // CONFIG SET does), so eviction ahead of need, after the batch, has work to do;
+            // make_room before a batch otherwise frees the watermark too.
+            let late = r.gen_range(0..3) == 0;
+            a.set_eviction_policy(if late {
+                EvictionPolicy::NoEviction
+            } else {
+                policy
+            });
+            a.execute(&ops, &mut out);
+            a.set_eviction_policy(policy);
+            a.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
+            evicted += a.evicted_before_batch().count() + a.evicted_after_batch().count();
+            after += a.evicted_after_batch().count();
+            scratch.clear();
+            if record(&a, now, cas_before, &ops, &mut scratch) {
+                w.append(&scratch).unwrap();
+            }
+            w.write_out().unwrap();
+        }
+        drop(w);
+        assert!(evicted > 1_000, "{policy:?}: only {evicted} evictions");
+        assert!(
+            after > 100,
+            "{policy:?}: only {after} evictions ahead of need"
+        );
+        let mut b = small();
+        log::replay(&RealFs, &path, LogLimits::default(), |_, payload| {
+            batch::decode(payload)
+                .map_err(|e| e.to_string())?
+                .replay(&mut b, &mut out);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(b.cas_next(), a.cas_next(), "{policy:?}");
+        a.set_eviction_policy(EvictionPolicy::NoEviction);
+        let (ia, ib) = (items(&mut a), items(&mut b));
+        assert!(ia.len() > 100, "{policy:?}: {} keys", ia.len());
+        assert!(ia == ib, "{policy:?}: replayed store differs");
+    }
 }
