@@ -8,6 +8,7 @@
 mod common;
 
 mod batch_replay;
+mod crash_model;
 mod hostile;
 mod log_bit_flips;
 mod log_faults;
