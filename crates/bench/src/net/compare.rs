@@ -274,12 +274,8 @@ pub fn compare(
     };
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    let persistence = args
-        .targets
-        .iter()
-        .any(TargetKind::is_directkv)
-        .then(|| directkv_has_persistence(&args.directkv_exe))
-        .unwrap_or(false);
+    let persistence = args.targets.iter().any(TargetKind::is_directkv)
+        && directkv_has_persistence(&args.directkv_exe);
     for &kind in &args.targets {
         let runnable = kind.supports(args.workload).and_then(|()| {
             if kind.is_directkv() && kind.is_aof() && !persistence {
