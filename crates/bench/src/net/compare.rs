@@ -170,7 +170,7 @@ impl TargetKind {
             .find(|t| t.name() == s.trim())
             .ok_or_else(|| {
                 format!(
-                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached, directkv-memcache, redis-aof, directkv-aof, directkv-native-aof)"
+                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached, directkv-memcache) or with an append-only file (redis-aof, directkv-aof, directkv-native-aof)"
                 )
             })
     }
@@ -590,6 +590,38 @@ fn pin_self(cpu: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn persistent_targets_and_fsync_policies_parse_by_name() {
+        for kind in TargetKind::ALL {
+            assert_eq!(TargetKind::parse(kind.name()), Ok(kind));
+        }
+        let aof = [
+            TargetKind::RedisAof,
+            TargetKind::DirectkvAof,
+            TargetKind::DirectkvNativeAof,
+        ];
+        for kind in TargetKind::ALL {
+            assert_eq!(kind.is_aof(), aof.contains(&kind), "{kind:?}");
+        }
+        assert!(!TargetKind::RedisAof.is_directkv() && TargetKind::DirectkvAof.is_directkv());
+        for p in [AppendFsync::Always, AppendFsync::Everysec, AppendFsync::No] {
+            assert_eq!(AppendFsync::parse(p.name()), Ok(p));
+        }
+        assert_eq!(AppendFsync::default(), AppendFsync::Everysec);
+        assert!(AppendFsync::parse("sometimes")
+            .unwrap_err()
+            .contains("always, everysec, no"));
+    }
+
+    #[test]
+    fn a_data_dir_is_created_empty_and_removed_when_dropped() {
+        let d = DataDir::create("unit").unwrap();
+        let path = d.path.clone();
+        std::fs::write(path.join("file"), b"x").unwrap();
+        drop(d);
+        assert!(!path.exists());
+    }
 
     #[test]
     fn user_and_system_ticks_come_from_fields_14_and_15() {

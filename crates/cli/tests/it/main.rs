@@ -20,6 +20,7 @@ static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
     directkv_testkit::alloc::CountingAllocator;
 
 mod bench_alloc;
+mod bench_compare_aof;
 mod bench_echo_reference;
 mod bench_engine;
 mod bench_expiry;
