@@ -113,11 +113,19 @@ struct Summary {
     pending: u64,
     /// Of those, found applied after the restart.
     pending_applied: u64,
+    /// Wall time of the run (not of waiting for another run to end).
+    seconds: f64,
 }
+
+/// One run at a time: a run keeps a server and the writer busy on both cores, and the timed
+/// tests of this binary (bench_net) share the machine with it.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `cycles` kill cycles (and a last restart and check) on a fresh directory; `Err` names
 /// the first acknowledged write missing or key resurrected, with the seed to replay it.
 fn run(subject: &Subject, cycles: usize, seed: u64) -> Result<Summary, String> {
+    let _alone = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
     let dir = DataDir::create(&subject.name);
     let mut rng = Rng(seed | 1);
     let mut keys = Keys::new(subject.vectors);
@@ -134,6 +142,7 @@ fn run(subject: &Subject, cycles: usize, seed: u64) -> Result<Summary, String> {
             .map_err(|e| fail(cycle, e))?;
         if cycle == cycles {
             summary.cycles = cycles;
+            summary.seconds = started.elapsed().as_secs_f64();
             return Ok(summary);
         }
         let pid = server.pid();
@@ -768,14 +777,13 @@ fn seed() -> u64 {
 /// Runs `subject` and panics with the run's failure; prints what it saw.
 fn must_lose_nothing(subject: &Subject, cycles: usize) {
     let seed = seed();
-    let started = Instant::now();
     let summary = run(subject, cycles, seed).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "kill -9 harness, {}: {} cycles in {:.1} s (seed {seed}), {} writes acknowledged, none \
          lost; {} unacknowledged at a kill, {} of them found applied",
         subject.name,
         summary.cycles,
-        started.elapsed().as_secs_f64(),
+        summary.seconds,
         summary.acked,
         summary.pending,
         summary.pending_applied,
