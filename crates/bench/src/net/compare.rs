@@ -45,6 +45,16 @@
 //! A target that cannot run the workload (vector workloads on redis-server or memcached, or a
 //! driver that reports `Unsupported` when created) is listed under `skipped` with the reason,
 //! and the other targets still run.
+//!
+//! Persistence (issue 22 item 6): `redis-aof` is redis-server with its append-only file on
+//! (`--appendonly yes --appendfsync X --save ""`) and `directkv-aof` / `directkv-native-aof`
+//! are directkv with its log on (`--appendonly yes --appendfsync X`), `X` from `--appendfsync`
+//! (`AppendFsync`, default everysec), each in a fresh temporary directory (`DataDir`) removed
+//! after the server stops. The in-memory directkv targets get `--appendonly no` and a
+//! temporary `--dir` of their own, so they measure no disk and leave nothing behind, when the
+//! binary has those flags (`directkv_has_persistence`: its `serve --help` names
+//! `--appendonly`); a binary without them is started as before and its `-aof` targets are
+//! skipped with the reason.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -85,15 +95,25 @@ pub enum TargetKind {
     /// directkv over memcached's text protocol on its memcached port (issue 21): the same
     /// memcached driver as `Memcached`, started as the other directkv targets.
     DirectkvMemcache,
+    /// redis-server with its append-only file (`--appendfsync` of the compare).
+    RedisAof,
+    /// directkv over RESP with its log on (`--appendfsync` of the compare): the same driver as
+    /// `RedisAof` and `DirectkvResp`.
+    DirectkvAof,
+    /// directkv over its native protocol with its log on.
+    DirectkvNativeAof,
 }
 
 impl TargetKind {
-    pub const ALL: [TargetKind; 5] = [
+    pub const ALL: [TargetKind; 8] = [
         TargetKind::DirectkvNative,
         TargetKind::DirectkvResp,
         TargetKind::Redis,
         TargetKind::Memcached,
         TargetKind::DirectkvMemcache,
+        TargetKind::RedisAof,
+        TargetKind::DirectkvAof,
+        TargetKind::DirectkvNativeAof,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -103,7 +123,26 @@ impl TargetKind {
             TargetKind::Redis => "redis",
             TargetKind::Memcached => "memcached",
             TargetKind::DirectkvMemcache => "directkv-memcache",
+            TargetKind::RedisAof => "redis-aof",
+            TargetKind::DirectkvAof => "directkv-aof",
+            TargetKind::DirectkvNativeAof => "directkv-native-aof",
         }
+    }
+
+    /// Whether this target is directkv (started from `CompareArgs::directkv_exe`).
+    pub fn is_directkv(&self) -> bool {
+        !matches!(
+            self,
+            TargetKind::Redis | TargetKind::Memcached | TargetKind::RedisAof
+        )
+    }
+
+    /// Whether this target keeps an append-only file (in a temporary `DataDir`).
+    pub fn is_aof(&self) -> bool {
+        matches!(
+            self,
+            TargetKind::RedisAof | TargetKind::DirectkvAof | TargetKind::DirectkvNativeAof
+        )
     }
 
     /// Whether this server can run `workload`: only directkv has vector operations.
@@ -112,7 +151,13 @@ impl TargetKind {
             workload,
             WorkloadKind::VectorUpdate | WorkloadKind::VectorReduce | WorkloadKind::VectorFilter
         );
-        let directkv = matches!(self, TargetKind::DirectkvNative | TargetKind::DirectkvResp);
+        let directkv = matches!(
+            self,
+            TargetKind::DirectkvNative
+                | TargetKind::DirectkvResp
+                | TargetKind::DirectkvAof
+                | TargetKind::DirectkvNativeAof
+        );
         if vector && !directkv {
             return Err(format!("{} has no vector operations", self.name()));
         }
@@ -125,7 +170,7 @@ impl TargetKind {
             .find(|t| t.name() == s.trim())
             .ok_or_else(|| {
                 format!(
-                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached, directkv-memcache)"
+                    "unknown compare target {s:?} (directkv-native, directkv-resp, redis, memcached, directkv-memcache) or with an append-only file (redis-aof, directkv-aof, directkv-native-aof)"
                 )
             })
     }
@@ -159,6 +204,38 @@ pub struct CompareArgs {
     /// flags), as a user runs it: the co-located profile. Otherwise one shard on one core with
     /// an arena sized for the data.
     pub server_defaults: bool,
+    /// The fsync policy of the `-aof` targets.
+    pub appendfsync: AppendFsync,
+}
+
+/// When a server with an append-only file makes it durable (Redis's `appendfsync`, which
+/// directkv's `serve --appendfsync` mirrors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppendFsync {
+    /// fdatasync before the replies of a write leave.
+    Always,
+    /// fdatasync about once a second.
+    #[default]
+    Everysec,
+    /// never; the kernel writes back when it likes.
+    No,
+}
+
+impl AppendFsync {
+    pub fn name(&self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<AppendFsync, String> {
+        [AppendFsync::Always, AppendFsync::Everysec, AppendFsync::No]
+            .into_iter()
+            .find(|p| p.name() == s.trim())
+            .ok_or_else(|| format!("unknown appendfsync {s:?} (always, everysec, no)"))
+    }
 }
 
 pub fn compare(
@@ -197,18 +274,36 @@ pub fn compare(
     };
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let persistence = args.targets.iter().any(TargetKind::is_directkv)
+        && directkv_has_persistence(&args.directkv_exe);
     for &kind in &args.targets {
-        if let Err(reason) = kind.supports(args.workload) {
+        let runnable = kind.supports(args.workload).and_then(|()| {
+            if kind.is_directkv() && kind.is_aof() && !persistence {
+                return Err(format!(
+                    "{} serve has no --appendonly (persistence, issue 22, is not in this build)",
+                    args.directkv_exe.display()
+                ));
+            }
+            Ok(())
+        });
+        if let Err(reason) = runnable {
             skipped.push(Skipped {
                 name: kind.name().to_string(),
                 reason,
             });
             continue;
         }
-        let server = start(kind, args, server_cpu).map_err(|e| format!("{}: {e}", kind.name()))?;
+        let started = start(kind, args, server_cpu, persistence)
+            .map_err(|e| format!("{}: {e}", kind.name()))?;
+        let server = &started.server;
         let target = match kind {
-            TargetKind::DirectkvNative => Target::Native(server.addr),
-            TargetKind::DirectkvResp | TargetKind::Redis => Target::Resp(server.addr),
+            TargetKind::DirectkvNative | TargetKind::DirectkvNativeAof => {
+                Target::Native(server.addr)
+            }
+            TargetKind::DirectkvResp
+            | TargetKind::Redis
+            | TargetKind::RedisAof
+            | TargetKind::DirectkvAof => Target::Resp(server.addr),
             TargetKind::Memcached => Target::Memcache(server.addr),
             TargetKind::DirectkvMemcache => Target::Memcache(
                 server
@@ -277,7 +372,7 @@ pub fn compare(
             run,
             load,
         });
-        drop(server);
+        drop(started);
     }
     // The targets' results stand without the echo: if it cannot be measured (a depth above
     // one native frame's operations, no loopback port), it is listed as skipped with the reason.
@@ -356,46 +451,125 @@ fn user_sys_ticks(text: &str) -> Option<(u64, u64)> {
     Some((ticks(11)?, ticks(12)?))
 }
 
+/// A started target and the temporary directory its files go to (if it has one); dropped in
+/// that order, so the server stops before its directory is removed.
+struct Started {
+    server: ServerProcess,
+    _dir: Option<DataDir>,
+}
+
 fn start(
     kind: TargetKind,
     args: &CompareArgs,
     cpu: Option<usize>,
-) -> Result<ServerProcess, String> {
+    persistence: bool,
+) -> Result<Started, String> {
     let data = args.keys * (args.shape.key_size + args.shape.value_size) as u64;
-    match kind {
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache
-            if args.server_defaults =>
-        {
-            ServerProcess::directkv_serve(&args.directkv_exe, &[], cpu)
+    let dir = (kind.is_aof() || (kind.is_directkv() && persistence))
+        .then(|| DataDir::create(kind.name()))
+        .transpose()?;
+    let server = match kind {
+        TargetKind::Redis => ServerProcess::redis(cpu)?,
+        TargetKind::RedisAof => {
+            let dir = dir.as_ref().expect("an aof target has a directory");
+            ServerProcess::redis_aof(&dir.path, args.appendfsync.name(), &[], cpu)?
         }
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache => {
-            // A memcached item is a record with its flags and CAS: sized and tuned as such.
-            let meta = match kind {
-                TargetKind::DirectkvMemcache => DIRECTKV_MEMCACHE_ITEM_EXTRA_BYTES,
-                _ => 0,
-            };
-            let kv = args.shape.key_size + args.shape.value_size + meta;
-            let data = args.keys * kv as u64;
-            let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
-            let u = args.utilization.min(0.95);
-            ServerProcess::directkv(&args.directkv_exe, &bytes.to_string(), kv, u, cpu)
-        }
-        TargetKind::Redis => ServerProcess::redis(cpu),
         TargetKind::Memcached => {
             let mb = (args.keys * MEMCACHED_BYTES_PER_KEY_BUDGET + data) >> 20;
-            ServerProcess::memcached(mb.max(MEMCACHED_MEMORY_MIN_MB), cpu)
+            ServerProcess::memcached(mb.max(MEMCACHED_MEMORY_MIN_MB), cpu)?
         }
+        _ => {
+            let mut flags = if args.server_defaults {
+                Vec::new()
+            } else {
+                directkv_sizing_flags(kind, args)
+            };
+            if let Some(dir) = &dir {
+                let appendonly = if kind.is_aof() { "yes" } else { "no" };
+                flags.extend(["--appendonly".to_string(), appendonly.to_string()]);
+                if kind.is_aof() {
+                    let policy = args.appendfsync.name().to_string();
+                    flags.extend(["--appendfsync".to_string(), policy]);
+                }
+                flags.extend(["--dir".to_string(), dir.path.display().to_string()]);
+            }
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            ServerProcess::directkv_serve(&args.directkv_exe, &flags, cpu)?
+        }
+    };
+    Ok(Started { server, _dir: dir })
+}
+
+/// One shard with an arena sized so the data fills `utilization` of it, tuned for the pairs
+/// (what `ServerProcess::directkv` passes), for a directkv target of a pinned run.
+fn directkv_sizing_flags(kind: TargetKind, args: &CompareArgs) -> Vec<String> {
+    // A memcached item is a record with its flags and CAS: sized and tuned as such.
+    let meta = match kind {
+        TargetKind::DirectkvMemcache => DIRECTKV_MEMCACHE_ITEM_EXTRA_BYTES,
+        _ => 0,
+    };
+    let kv = args.shape.key_size + args.shape.value_size + meta;
+    let data = args.keys * kv as u64;
+    let bytes = ((data as f64 / args.utilization) as u64).max(DIRECTKV_MEMORY_MIN_BYTES);
+    let u = args.utilization.min(0.95);
+    [
+        "--shards",
+        "1",
+        "--memory",
+        &bytes.to_string(),
+        "--kv-size",
+        &kv.to_string(),
+        "--utilization",
+        &u.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Whether `exe serve` has persistence flags (`--appendonly` in its `serve --help`): the
+/// server side of issue 22 landed in that build.
+pub fn directkv_has_persistence(exe: &std::path::Path) -> bool {
+    std::process::Command::new(exe)
+        .args(["serve", "--help"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("--appendonly"))
+        .unwrap_or(false)
+}
+
+/// A fresh, empty temporary directory for one server's files, removed (with what the server
+/// left in it) when dropped.
+pub struct DataDir {
+    pub path: PathBuf,
+}
+
+impl DataDir {
+    /// `$TMPDIR/directkv-bench-NAME-PID-N`, created empty (an old one of that name is removed
+    /// first: its process is gone, since the PID is ours).
+    pub fn create(name: &str) -> Result<DataDir, String> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("directkv-bench-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(DataDir { path })
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
 /// The server's version line, for the report (best effort).
 fn version(kind: TargetKind) -> String {
+    if kind.is_directkv() {
+        return env!("CARGO_PKG_VERSION").to_string();
+    }
     let (program, flag) = match kind {
-        TargetKind::DirectkvNative | TargetKind::DirectkvResp | TargetKind::DirectkvMemcache => {
-            return env!("CARGO_PKG_VERSION").to_string()
-        }
-        TargetKind::Redis => ("redis-server", "--version"),
-        TargetKind::Memcached => ("memcached", "-V"),
+        TargetKind::Redis | TargetKind::RedisAof => ("redis-server", "--version"),
+        _ => ("memcached", "-V"),
     };
     std::process::Command::new(program)
         .arg(flag)
@@ -416,6 +590,38 @@ fn pin_self(cpu: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn persistent_targets_and_fsync_policies_parse_by_name() {
+        for kind in TargetKind::ALL {
+            assert_eq!(TargetKind::parse(kind.name()), Ok(kind));
+        }
+        let aof = [
+            TargetKind::RedisAof,
+            TargetKind::DirectkvAof,
+            TargetKind::DirectkvNativeAof,
+        ];
+        for kind in TargetKind::ALL {
+            assert_eq!(kind.is_aof(), aof.contains(&kind), "{kind:?}");
+        }
+        assert!(!TargetKind::RedisAof.is_directkv() && TargetKind::DirectkvAof.is_directkv());
+        for p in [AppendFsync::Always, AppendFsync::Everysec, AppendFsync::No] {
+            assert_eq!(AppendFsync::parse(p.name()), Ok(p));
+        }
+        assert_eq!(AppendFsync::default(), AppendFsync::Everysec);
+        assert!(AppendFsync::parse("sometimes")
+            .unwrap_err()
+            .contains("always, everysec, no"));
+    }
+
+    #[test]
+    fn a_data_dir_is_created_empty_and_removed_when_dropped() {
+        let d = DataDir::create("unit").unwrap();
+        let path = d.path.clone();
+        std::fs::write(path.join("file"), b"x").unwrap();
+        drop(d);
+        assert!(!path.exists());
+    }
 
     #[test]
     fn user_and_system_ticks_come_from_fields_14_and_15() {

@@ -2,7 +2,7 @@
 //! the same workload against each; a table or JSON, and optionally a PNG chart.
 
 use clap::Args;
-use directkv_bench::net::compare::{self, CompareArgs, TargetKind};
+use directkv_bench::net::compare::{self, AppendFsync, CompareArgs, TargetKind};
 use directkv_bench::net::driver::DataShape;
 use directkv_bench::report::{self, chart, progress};
 
@@ -21,7 +21,9 @@ pub struct CompareFlags {
     #[arg(long, default_value_t = 0.6)]
     utilization: f64,
     /// Comma-separated targets to start: directkv-native, directkv-resp, redis, memcached,
-    /// directkv-memcache (directkv's memcached port, with memcached's driver).
+    /// directkv-memcache (directkv's memcached port, with memcached's driver), and with an
+    /// append-only file in a temporary directory (--appendfsync): redis-aof, directkv-aof
+    /// (RESP), directkv-native-aof.
     #[arg(long, value_delimiter = ',', default_value = "directkv-native,directkv-resp,redis,memcached", value_parser = TargetKind::parse)]
     targets: Vec<TargetKind>,
     /// Do not pin servers and the load generator to separate cores.
@@ -38,6 +40,10 @@ pub struct CompareFlags {
     /// batch bytes, no work, run for --seconds after the targets; a reference, not a bound).
     #[arg(long)]
     no_echo_reference: bool,
+    /// The fsync policy of the redis-aof, directkv-aof and directkv-native-aof targets:
+    /// always, everysec or no (Redis's appendfsync).
+    #[arg(long, default_value = "everysec", value_parser = AppendFsync::parse)]
+    appendfsync: AppendFsync,
 }
 
 pub fn run(f: CompareFlags) -> Result<(), String> {
@@ -63,6 +69,7 @@ pub fn run(f: CompareFlags) -> Result<(), String> {
         busy_poll: !(f.common.no_busy_poll || f.co_located),
         echo_reference: !f.no_echo_reference,
         server_defaults: f.co_located,
+        appendfsync: f.appendfsync,
     };
     let bars = progress::Bars::new(!f.common.json);
     let r = compare::compare(&args, &bars)?;

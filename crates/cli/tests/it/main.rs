@@ -20,6 +20,7 @@ static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
     directkv_testkit::alloc::CountingAllocator;
 
 mod bench_alloc;
+mod bench_compare_aof;
 mod bench_echo_reference;
 mod bench_engine;
 mod bench_expiry;
@@ -32,4 +33,5 @@ mod clients_memcache;
 mod config_file;
 mod hostile_fd;
 mod persist_check;
+mod persist_kill;
 mod serve_refusals;

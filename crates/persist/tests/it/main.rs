@@ -8,6 +8,7 @@
 mod common;
 
 mod batch_replay;
+mod crash_model;
 mod hostile;
 mod image;
 mod log_bit_flips;

@@ -33,6 +33,17 @@ pub fn terminate(pid: u32) -> bool {
     unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
 }
 
+/// Sends SIGKILL to process `pid` (the caller's own child, not yet reaped, so the PID cannot
+/// name another process): the crash of the kill -9 tests, which nothing in the server can
+/// intercept; false if the kernel refused.
+pub fn kill_now(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) has no memory effects; the caller vouches that `pid` is its child.
+    unsafe { libc::kill(pid, libc::SIGKILL) == 0 }
+}
+
 /// User plus system CPU time of process `pid`, in microseconds (from `/proc/PID/stat`).
 pub fn cpu_us(pid: u32) -> Result<u64, String> {
     Ok(cpu_ticks(pid)? * 1_000_000 / crate::cpu::clock_ticks_per_sec())

@@ -9,6 +9,9 @@
 //!
 //! Non-goals: configuring the peers beyond what a fair comparison needs (no persistence, one
 //! worker thread, loopback only).
+//!
+//! `redis_aof` is the exception to "no persistence": redis-server with its append-only file,
+//! the peer of directkv's persistence (issue 22).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
@@ -241,6 +244,42 @@ fn parse_bound_addr(line: &str) -> Option<SocketAddr> {
         let value = word.rsplit_once('=').map_or(word, |(_, v)| v);
         value.parse::<SocketAddr>().ok()
     })
+}
+
+impl ServerProcess {
+    /// `redis-server` with its append-only file on (issue 22's peer for persistence, and the
+    /// server the kill -9 harness is validated against): `appendfsync` is `always`, `everysec`
+    /// or `no`, the files go to `dir` (which must exist), and there are no RDB save points, so
+    /// the append-only file alone is what a restart on `dir` loads. Ready when its port accepts;
+    /// it may still answer `-LOADING` while it reads the file. `extra` arguments (Redis
+    /// options, e.g. `--auto-aof-rewrite-min-size 4mb`) come last.
+    pub fn redis_aof(
+        dir: &Path,
+        appendfsync: &str,
+        extra: &[&str],
+        cpu: Option<usize>,
+    ) -> Result<ServerProcess, String> {
+        let exe = find_program("redis-server", "redis-server")?;
+        let port = free_port()?;
+        let mut args: Vec<OsString> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            appendfsync,
+            "--dir",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        args.push(dir.into());
+        args.extend(extra.iter().map(OsString::from));
+        ServerProcess::start_tcp("redis-aof", exe, args, cpu, port)
+    }
 }
 
 #[cfg(test)]
