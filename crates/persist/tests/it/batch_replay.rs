@@ -8,7 +8,7 @@ use directkv_engine::{
 };
 use directkv_persist::batch;
 use directkv_persist::fs::RealFs;
-use directkv_persist::log::{self, LogEnd, LogHeader, LogLimits, LogWriter};
+use directkv_persist::log::{self, LogEnd, LogLimits};
 use directkv_testkit::model::{apply_timed, Limits, OwnedOp, TimedStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -135,16 +135,7 @@ fn a_replayed_log_rebuilds_the_same_store_deadlines_and_expiry_included() {
         let mut a = engine();
         let mut model = TimedStore::new();
         let mut out = Results::default();
-        let mut w = LogWriter::create(
-            &RealFs,
-            &path,
-            LogHeader {
-                shard: 0,
-                first_lsn: 1,
-            },
-            LogLimits::default(),
-        )
-        .unwrap();
+        let mut w = crate::common::new_log(&path);
         let mut now = 1_700_000_000_000u64;
         let mut scratch = vec![];
         let mut logged = 0;
@@ -219,16 +210,7 @@ fn a_replayed_log_rebuilds_the_same_store_deadlines_and_expiry_included() {
 fn a_batch_with_an_unknown_op_kind_is_refused_by_the_replay_with_its_lsn() {
     let dir = TestDir::new("unknown-kind");
     let path = dir.join("l.dkvl");
-    let mut w = LogWriter::create(
-        &RealFs,
-        &path,
-        LogHeader {
-            shard: 0,
-            first_lsn: 1,
-        },
-        LogLimits::default(),
-    )
-    .unwrap();
+    let mut w = crate::common::new_log(&path);
     let mut p = vec![];
     let e0 = engine();
     record(&e0, 5, 1, &[directkv_engine::Op::put(b"k", b"v")], &mut p);
@@ -286,16 +268,7 @@ fn evictions_and_memcache_cas_values_replay_exactly() {
         };
         let mut a = small();
         a.set_eviction_policy(policy);
-        let mut w = LogWriter::create(
-            &RealFs,
-            &path,
-            LogHeader {
-                shard: 0,
-                first_lsn: 1,
-            },
-            LogLimits::default(),
-        )
-        .unwrap();
+        let mut w = crate::common::new_log(&path);
         let mut r = SmallRng::seed_from_u64(seed);
         let mut out = Results::default();
         let mut scratch = vec![];

@@ -43,6 +43,20 @@ pub fn payload(i: u64) -> Vec<u8> {
     (0..(3 + i * 7 % 29)).map(|j| (i * 31 + j) as u8).collect()
 }
 
+/// A new empty log of shard 0 from lsn 1 at `path`, with the default limits.
+pub fn new_log(path: &Path) -> LogWriter {
+    LogWriter::create(
+        &RealFs,
+        path,
+        LogHeader {
+            shard: 0,
+            first_lsn: 1,
+        },
+        LogLimits::default(),
+    )
+    .unwrap()
+}
+
 /// Writes a log of `n` records (`payload(0..n)`, lsns from 1) at `path`; returns the offset
 /// where each record starts, and the file's end as the last element.
 pub fn write_log(path: &Path, n: u64) -> Vec<u64> {

@@ -28,7 +28,7 @@
 use directkv_engine::{expire_args, ElemType, Engine, EngineConfig, OpKind, Results, NO_DEADLINE};
 use directkv_persist::batch;
 use directkv_persist::fs::{Fault, FaultFs, RealFs};
-use directkv_persist::log::{self, LogHeader, LogLimits, LogWriter};
+use directkv_persist::log::{self, LogLimits, LogWriter};
 use directkv_testkit::model::{apply_timed, Limits, OwnedOp, TimedStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -180,16 +180,7 @@ fn run_seed(seed: u64, always: bool, seen: &mut Seen) {
     let dir = TestDir::new(&format!("crash-model-{seed}-{always}"));
     let path = dir.join("log-0000-0000000001.dkvl");
     let mut r = SmallRng::seed_from_u64(seed);
-    LogWriter::create(
-        &RealFs,
-        &path,
-        LogHeader {
-            shard: 0,
-            first_lsn: 1,
-        },
-        LogLimits::default(),
-    )
-    .unwrap();
+    crate::common::new_log(&path);
     // The states the file may hold: after the last write that returned (marks[0]) and after
     // each record appended since (a short write can land some of them whole).
     let mut marks = vec![Mark {
