@@ -29,6 +29,7 @@ async fn load_then_every_operation_kind() {
         shards: 2,
         memory_bytes: 64 << 20,
         metrics_port: Some(0),
+        appendonly: false,
         ..ServerConfig::default()
     })
     .unwrap();
@@ -136,6 +137,7 @@ async fn wrong_widths_count_as_failures_and_bad_targets_as_errors() {
         shards: 1,
         memory_bytes: 32 << 20,
         metrics_port: Some(0),
+        appendonly: false,
         ..ServerConfig::default()
     })
     .unwrap();

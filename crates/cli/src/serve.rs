@@ -112,6 +112,17 @@ pub struct ServeFlags {
     /// shard serves its other requests (default 65536, at most 16777216).
     #[arg(long)]
     scan_step_buckets: Option<usize>,
+    /// Directory of the persistence files: each shard's log and snapshot, MANIFEST, LOCK
+    /// (default ./directkv-data; docs/persistence.md).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Log every write and recover the store from --dir at start: yes (default) or no.
+    #[arg(long, value_parser = parse_yes_no)]
+    appendonly: Option<bool>,
+    /// When a write's reply may leave: always (its log record is durable), everysec (default:
+    /// written, fdatasync every second) or no (written). CONFIG SET appendfsync changes it.
+    #[arg(long)]
+    appendfsync: Option<String>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -230,6 +241,15 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(n) = f.scan_step_buckets {
         cfg.scan_step_buckets = n;
+    }
+    if let Some(d) = f.dir {
+        cfg.dir = d;
+    }
+    if let Some(a) = f.appendonly {
+        cfg.appendonly = a;
+    }
+    if let Some(p) = f.appendfsync {
+        cfg.appendfsync = p;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

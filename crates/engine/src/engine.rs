@@ -222,6 +222,28 @@ impl Engine {
         self.evicted_post_start = self.reclaimed.len();
     }
 
+    /// Runs the reads of `ops` and answers each write with `e`, changing no key: how a server
+    /// whose persistence log failed keeps serving reads (`OpError::NotLogged`). Not the data
+    /// path: it copies the reads out and back.
+    pub fn execute_reads_only(&mut self, ops: &[Op], out: &mut Results, e: OpError) {
+        let reads: Vec<Op> = ops.iter().filter(|op| !op.kind.writes()).copied().collect();
+        let mut got = Results::default();
+        self.execute(&reads, &mut got);
+        out.reset(ops.len(), self.limits.results_bytes_max);
+        let mut next = 0;
+        for (i, op) in ops.iter().enumerate() {
+            if op.kind.writes() {
+                let start = out.mark();
+                out.finish(i, Status::Error(e), start);
+            } else {
+                let start = out.mark();
+                out.buf().extend_from_slice(got.data(next));
+                out.finish(i, got.status(next), start);
+                next += 1;
+            }
+        }
+    }
+
     /// The batch itself, after eviction made room.
     #[inline]
     fn run(&mut self, ops: &[Op], out: &mut Results) {

@@ -52,6 +52,11 @@ pub enum OpError {
     /// The arguments of a memcache operation are malformed (`op::mc`'s encodings).
     #[error("memcache operation arguments are malformed (see op::mc)")]
     BadMcArgs,
+    /// The server's persistence log failed (a write or fdatasync error, disk full): writes are
+    /// refused, not applied or not acknowledged, until an operator fixes the disk and
+    /// restarts (the server's answer, as Redis's `MISCONF`). Never returned by the engine.
+    #[error("the persistence log failed ({0}): writes are refused, reads are served; see the server log")]
+    NotLogged(&'static str),
 }
 
 impl OpError {
@@ -77,6 +82,7 @@ impl OpError {
             OpError::ReplyTooLarge { .. } => 17,
             OpError::BadDeadline => 18,
             OpError::BadMcArgs => 19,
+            OpError::NotLogged(_) => 20,
         }
     }
 }

@@ -601,6 +601,22 @@ impl Results {
         )
     }
 
+    /// Turns the result of every write of `ops` (the batch these are the results of) into
+    /// `e`, dropping its data: the server's answer when a batch ran but its log record could
+    /// not be written, so none of its writes may be acknowledged.
+    pub fn refuse_writes(&mut self, ops: &[Op], e: OpError) {
+        debug_assert_eq!(ops.len(), self.items.len());
+        for (r, op) in self.items.iter_mut().zip(ops) {
+            if op.kind.writes() {
+                *r = OpResult {
+                    status: Status::Error(e),
+                    data_start: r.data_start,
+                    data_len: 0,
+                };
+            }
+        }
+    }
+
     /// Limits the data of every batch run into this buffer to `bytes` (0: the engine's
     /// `results_bytes_max` alone), below the engine's own budget: a caller whose reply has a
     /// smaller bound (a UDP datagram) gets `ReplyTooLarge` past it instead of a buffer grown

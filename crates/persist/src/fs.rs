@@ -31,6 +31,9 @@ pub trait FsFile: Send {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// The file's length in bytes.
     fn file_len(&self) -> io::Result<u64>;
+    /// A second handle on the same open file (dup(2)), so another thread can fdatasync it
+    /// while this one appends (the server's sync thread).
+    fn try_clone(&self) -> io::Result<Box<dyn FsFile>>;
 }
 
 /// The file operations of the persistence code.
@@ -80,6 +83,9 @@ impl FsFile for RealFile {
     }
     fn file_len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+    fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(RealFile(self.0.try_clone()?)))
     }
 }
 
@@ -253,6 +259,12 @@ impl FsFile for FaultFile {
     }
     fn file_len(&self) -> io::Result<u64> {
         self.inner.file_len()
+    }
+    fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(FaultFile {
+            inner: self.inner.try_clone()?,
+            fs: self.fs.clone(),
+        }))
     }
 }
 

@@ -349,10 +349,26 @@ impl LogWriter {
     /// Appends a record whose payload `encode` writes at the end of the buffer it is given
     /// (saving the copy of `append`). `encode` must only append.
     pub fn append_with(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<Lsn, LogError> {
+        let lsn = self.append_if(|out| {
+            encode(out);
+            true
+        })?;
+        Ok(lsn.expect("an encoder that says yes appends a record"))
+    }
+
+    /// Like `append_with`, but `encode` may decline (return false, after appending nothing):
+    /// then no record is appended and the answer is `None` (a batch of reads: `batch::encode_record`).
+    pub fn append_if(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> Result<Option<Lsn>, LogError> {
         self.refuse_if_failed()?;
         let at = self.pending.len();
         self.pending.resize(at + RECORD_HEADER_BYTES, 0);
-        encode(&mut self.pending);
+        if !encode(&mut self.pending) {
+            self.pending.truncate(at);
+            return Ok(None);
+        }
         let len = self.pending.len() - at - RECORD_HEADER_BYTES;
         if len > self.limits.record_bytes_max {
             self.pending.truncate(at);
@@ -371,7 +387,7 @@ impl LogWriter {
         let lsn = self.next_lsn;
         seal_frame(&mut self.pending, at, lsn);
         self.next_lsn += 1;
-        Ok(lsn)
+        Ok(Some(lsn))
     }
 
     /// Writes every record appended since the last call, in one write(2) when the file takes
@@ -417,6 +433,22 @@ impl LogWriter {
                 self.failed = Some(format!("fdatasync: {e}"));
                 Err(io_err(&self.path, "fdatasync")(e))
             }
+        }
+    }
+
+    /// A handle on the log file for another thread to fdatasync (`FsFile::sync_data`) while
+    /// this writer appends: what it syncs is what was written out before the sync began, so
+    /// the syncing thread reads `written_lsn` before it syncs and may call every record up to
+    /// it durable after. A failed sync on it must be treated as this writer's failure.
+    pub fn sync_handle(&self) -> Result<Box<dyn FsFile>, LogError> {
+        self.file.try_clone().map_err(io_err(&self.path, "dup"))
+    }
+
+    /// Marks the writer failed (`cause`): a sync of its `sync_handle` failed elsewhere, so no
+    /// later record may be acknowledged.
+    pub fn fail(&mut self, cause: &str) {
+        if self.failed.is_none() {
+            self.failed = Some(cause.to_string());
         }
     }
 

@@ -21,6 +21,38 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where persistence keeps its files by default (`dir`), relative to the working directory.
+pub const DIR_DEFAULT: &str = "./directkv-data";
+
+/// When a write's reply may leave, against its log record (`appendfsync`, Redis's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// After the record is durable: one fdatasync per group of batches.
+    Always,
+    /// After the record is written; an fdatasync every second.
+    Everysec,
+    /// After the record is written; the kernel flushes when it likes.
+    No,
+}
+
+impl AppendFsync {
+    pub const ALL: [AppendFsync; 3] = [AppendFsync::Always, AppendFsync::Everysec, AppendFsync::No];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<AppendFsync> {
+        AppendFsync::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+    }
+}
+
 /// Largest value accepted from clients by default (SPEC: 1 MiB).
 pub const VALUE_LEN_MAX_DEFAULT: usize = 1 << 20;
 pub const KEY_LEN_MAX_DEFAULT: usize = 250;
@@ -241,6 +273,17 @@ pub struct ServerConfig {
     /// Most keys in one memcached retrieval command; more are refused with
     /// `CLIENT_ERROR too many keys in one get` (default 65536: memcached has no limit).
     pub memcache_get_keys_max: usize,
+    /// Persistence (issue 22; docs/persistence.md): the directory of the shards' logs,
+    /// snapshots, MANIFEST and LOCK (default `./directkv-data`, created if missing).
+    pub dir: std::path::PathBuf,
+    /// Log every batch that writes and recover the store from `dir` at start (default yes;
+    /// Redis's `appendonly`). With `no` nothing is written to `dir` and a restart is empty.
+    pub appendonly: bool,
+    /// When a write's reply may leave (Redis's `appendfsync`): `always` after its log record
+    /// is durable (fdatasync, one per group of batches), `everysec` (default) after it is
+    /// written, with an fdatasync every second, `no` after it is written. CONFIG SET changes
+    /// it live.
+    pub appendfsync: String,
 }
 
 impl Default for ServerConfig {
@@ -292,6 +335,9 @@ impl Default for ServerConfig {
             memcache_line_bytes_max: directkv_proto::memcache::LINE_BYTES_MAX_DEFAULT,
             memcache_get_line_bytes_max: directkv_proto::memcache::GET_LINE_BYTES_MAX_DEFAULT,
             memcache_get_keys_max: directkv_proto::memcache::GET_KEYS_MAX_DEFAULT,
+            dir: DIR_DEFAULT.into(),
+            appendonly: true,
+            appendfsync: AppendFsync::Everysec.name().to_string(),
         }
     }
 }
@@ -440,10 +486,24 @@ impl ServerConfig {
                     .into(),
             );
         }
+        if self.append_fsync().is_none() {
+            return Err(format!(
+                "appendfsync {:?} is not one of always, everysec, no",
+                self.appendfsync
+            ));
+        }
+        if self.appendonly && self.dir.as_os_str().is_empty() {
+            return Err("dir must not be empty with appendonly yes".into());
+        }
         if self.memcache_get_keys_max == 0 {
             return Err("memcache_get_keys_max must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The fsync policy `appendfsync` names, if it names one.
+    pub fn append_fsync(&self) -> Option<AppendFsync> {
+        AppendFsync::from_name(&self.appendfsync)
     }
 
     /// The eviction policy `maxmemory_policy` names, if it names one.

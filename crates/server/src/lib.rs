@@ -53,6 +53,7 @@ mod log_limit;
 mod memcache;
 mod native;
 pub mod ocsm;
+mod persistence;
 mod resp;
 mod shard;
 mod stats;
@@ -81,6 +82,9 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
     acceptor: Option<JoinHandle<()>>,
     memcache_acceptor: Option<JoinHandle<()>>,
+    /// The persistence store and its sync thread (stopped after the shards, with a last sync).
+    store: Option<Arc<persistence::Store>>,
+    syncer: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -97,11 +101,31 @@ impl Server {
             Some(l) => Some(l.local_addr().map_err(|e| e.to_string())?),
             None => None,
         };
+        // Persistence: the store in `dir` is locked and loaded (recovery) before a shard
+        // starts, and decides the shard count when it holds data (`persistence/recover.rs`).
+        let (shards, engines, logs, store) = if cfg.appendonly {
+            let fs: Arc<dyn directkv_persist::fs::Fs> = Arc::new(directkv_persist::fs::RealFs);
+            let opened = persistence::recover::open(&cfg, fs.clone())?;
+            let policy = cfg.append_fsync().unwrap_or(config::AppendFsync::Everysec);
+            let store = persistence::Store::new(
+                cfg.dir.clone(),
+                fs,
+                opened.lock,
+                opened.manifest,
+                &opened.logs,
+                policy,
+            )?;
+            let logs: Vec<_> = opened.logs.into_iter().map(Some).collect();
+            (opened.shards, opened.engines, logs, Some(store))
+        } else {
+            let engine_cfg = shard::engine_config(&cfg, shards);
+            let mut engines = Vec::with_capacity(shards);
+            for _ in 0..shards {
+                engines.push(Engine::new(engine_cfg.clone()).map_err(|e| e.to_string())?);
+            }
+            (shards, engines, (0..shards).map(|_| None).collect(), None)
+        };
         let engine_cfg = shard::engine_config(&cfg, shards);
-        let mut engines = Vec::with_capacity(shards);
-        for _ in 0..shards {
-            engines.push(Engine::new(engine_cfg.clone()).map_err(|e| e.to_string())?);
-        }
         let cfg = Arc::new(cfg);
         let stats = Arc::new(ServerStats::default());
         stats.live.set_from(&cfg);
@@ -143,13 +167,17 @@ impl Server {
             }
         }
         let watches = Arc::new(shard::watches::Tables::new(shards));
-        for (id, (((engine, jobs), crx), tasks)) in engines
+        for (id, ((((engine, jobs), crx), tasks), log)) in engines
             .into_iter()
             .zip(job_rxs)
             .zip(conn_rxs)
             .zip(tasks)
+            .zip(logs)
             .enumerate()
         {
+            let log = log.map(|w| {
+                persistence::ShardLog::new(id, w, store.clone().expect("a store with logs"))
+            });
             let spawn = ShardSpawn {
                 id,
                 engine,
@@ -163,6 +191,7 @@ impl Server {
                 stop: stop_rx.clone(),
                 tasks,
                 watches: watches.clone(),
+                log,
             };
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -170,6 +199,10 @@ impl Server {
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }
+        let syncer = match &store {
+            Some(st) => Some(st.spawn_syncer().map_err(|e| e.to_string())?),
+            None => None,
+        };
         let mut udp_addr = None;
         if let Some(udp) = udp {
             udp_addr = Some(addr);
@@ -227,7 +260,10 @@ impl Server {
             files::check_room(soft, cfg.connections_max);
         }
         tracing::info!(%addr, shards, memory_bytes = cfg.memory_bytes, metrics = ?metrics_addr, ocsm = ?ocsm_addr, memcache = ?memcache_addr, "directkv started");
-        tracing::info!(maxmemory_policy = %cfg.maxmemory_policy, "not done yet: no persistence (a restart loses every key), no LFU eviction; the commands served are listed in docs/commands.md");
+        if !cfg.appendonly {
+            tracing::warn!("appendonly no: nothing is written to disk, a restart loses every key");
+        }
+        tracing::info!(maxmemory_policy = %cfg.maxmemory_policy, "not done yet: no LFU eviction; the commands served are listed in docs/commands.md");
         Ok(Server {
             addr,
             metrics_addr,
@@ -239,6 +275,8 @@ impl Server {
             threads,
             acceptor: Some(acceptor),
             memcache_acceptor,
+            store,
+            syncer,
         })
     }
 
@@ -299,6 +337,14 @@ impl Server {
             let _ = a.join();
         }
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // The shards have stopped (each wrote out its records): a last sync, whatever the
+        // policy, as Redis fsyncs its AOF at shutdown.
+        if let Some(st) = &self.store {
+            st.stop_syncer();
+        }
+        if let Some(t) = self.syncer.take() {
             let _ = t.join();
         }
     }

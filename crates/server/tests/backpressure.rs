@@ -26,6 +26,7 @@ fn non_reading_client_is_bounded_then_disconnected() {
         shards: 1,
         memory_bytes: 16 << 20,
         reply_write_timeout_secs: 2,
+        appendonly: false,
         ..ServerConfig::default()
     });
     let mut setup = Client::connect(&srv);

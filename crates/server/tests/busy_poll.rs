@@ -18,6 +18,7 @@ fn server(busy_poll_us: u64) -> directkv_server::Server {
         shards: 1,
         memory_bytes: 32 << 20,
         busy_poll_us,
+        appendonly: false,
         ..ServerConfig::default()
     })
 }
@@ -164,6 +165,7 @@ fn a_window_over_one_second_is_refused() {
     let cfg = ServerConfig {
         port: 0,
         busy_poll_us: 1_000_001,
+        appendonly: false,
         ..ServerConfig::default()
     };
     let err = directkv_server::Server::start(cfg).err().expect("refused");

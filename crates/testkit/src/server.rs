@@ -9,13 +9,14 @@ use directkv_proto::resp::{encode_command, parse_reply, Reply};
 use directkv_server::{Server, ServerConfig};
 
 /// The tests' usual configuration: an ephemeral port, `shards` shards of 32 MiB in all,
-/// metrics on an ephemeral port.
+/// metrics on an ephemeral port, persistence off (a test of persistence gives its own `dir`).
 pub fn config(shards: usize) -> ServerConfig {
     ServerConfig {
         port: 0,
         shards,
         memory_bytes: 32 << 20,
         metrics_port: Some(0),
+        appendonly: false,
         ..ServerConfig::default()
     }
 }

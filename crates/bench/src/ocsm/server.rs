@@ -47,10 +47,18 @@ pub fn start(spec: &ServerSpec) -> Result<ServerProcess, String> {
         "directkv-bench-ocsm-{}-{port}.log",
         std::process::id()
     ));
-    let mut args: Vec<OsString> = ["serve", "--port", "0", "--metrics-port", "0"]
-        .iter()
-        .map(OsString::from)
-        .collect();
+    let mut args: Vec<OsString> = [
+        "serve",
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--appendonly",
+        "no",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
     args.extend(["--ocsm-port".into(), port.to_string().into()]);
     args.extend(["--ocsm-path".into(), spec.path.clone().into()]);
     args.extend(["--shards".into(), spec.shards.to_string().into()]);

@@ -53,6 +53,7 @@ fn served_log(file: &str, flags: &[&str]) -> String {
 fn refused(args: &[&str]) -> String {
     let mut child = Command::new(EXE)
         .args(["serve", "--port", "0", "--metrics-port", "0"])
+        .args(["--appendonly", "no"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

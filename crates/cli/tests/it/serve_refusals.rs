@@ -17,7 +17,7 @@ fn serve_refused(args: &[&str]) -> String {
             "--ocsm-port",
             "0",
         ])
-        .args(["--shards", "1", "--memory", "8M"])
+        .args(["--shards", "1", "--memory", "8M", "--appendonly", "no"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

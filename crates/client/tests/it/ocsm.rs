@@ -20,6 +20,7 @@ fn start(path: OcsmPath) -> Server {
         ocsm_path: path,
         shards: 2,
         memory_bytes: 32 << 20,
+        appendonly: false,
         ..ServerConfig::default()
     })
     .expect("server starts")

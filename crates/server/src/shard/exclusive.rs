@@ -70,7 +70,8 @@ pub(crate) enum Answer {
     Checked(OwnedBatch, Result<(), OpError>),
     Scanned(Step),
     Counted(u64),
-    Flushed,
+    /// The shard was emptied (false: refused, its log failed).
+    Flushed(bool),
     Reported(Box<Report>),
 }
 
@@ -138,10 +139,7 @@ pub(crate) fn park(ctx: &ShardCtx, c: ParkChannels) {
 fn whole_shard(ctx: &ShardCtx, msg: &Msg) -> Answer {
     match msg {
         Msg::Count => Answer::Counted(ctx.keys()),
-        Msg::Flush => {
-            ctx.flush();
-            Answer::Flushed
-        }
+        Msg::Flush => Answer::Flushed(ctx.flush()),
         Msg::Report => Answer::Reported(Box::new(ctx.report())),
         Msg::Run(..) | Msg::Check(_) | Msg::Scan(_) => unreachable!("not a whole-shard message"),
     }
@@ -237,13 +235,13 @@ impl Held<'_> {
 
     /// Empties every shard of the server through `ShardCtx::flush` (FLUSHALL, FLUSHDB), which
     /// tells WATCH; `None` when a shard is not held or did not answer (the shards that did are
-    /// empty).
-    pub(crate) fn flush(&mut self) -> Option<()> {
+    /// empty); `Some(false)` when a shard refused (its log failed).
+    pub(crate) fn flush(&mut self) -> Option<bool> {
         let answers = self.every_shard(|| Msg::Flush)?;
-        answers
-            .iter()
-            .all(|a| matches!(a, Answer::Flushed))
-            .then_some(())
+        if !answers.iter().all(|a| matches!(a, Answer::Flushed(_))) {
+            return None;
+        }
+        Some(answers.iter().all(|a| matches!(a, Answer::Flushed(true))))
     }
 
     /// Every shard's engine report, in shard order (INFO); `None` when a shard is not held or

@@ -38,8 +38,10 @@ use directkv_engine::{Engine, EngineConfig, Op, Results};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::ServerConfig;
+use crate::persistence::{ShardLog, Store};
 use crate::stats::ServerStats;
 use batch::OwnedBatch;
+use directkv_persist::batch::{encode_record, RecordHead};
 
 /// A connection for a shard to serve: a new one from the acceptor, or one another shard hands
 /// over after a native ATTACH (its authentication travels with it).
@@ -61,8 +63,8 @@ pub(crate) enum Job {
     },
     /// Number of keys stored.
     Count { reply: oneshot::Sender<u64> },
-    /// Remove every key.
-    Flush { reply: oneshot::Sender<()> },
+    /// Remove every key; false when refused (the log failed).
+    Flush { reply: oneshot::Sender<bool> },
     /// Memory utilization and a few counters for INFO and /metrics.
     Report {
         reply: oneshot::Sender<directkv_engine::Report>,
@@ -114,6 +116,12 @@ pub(crate) struct ShardCtx {
     pub(crate) activity: busy_poll::Activity,
     /// Every shard's watched keys (WATCH), shared by the server's shards.
     pub(crate) watches: Arc<watches::Tables>,
+    /// This shard's log (`persistence`): every write through the doors below is recorded in
+    /// it before the door returns. `None` with `appendonly no`.
+    pub(crate) log: RefCell<Option<ShardLog>>,
+    /// The store the logs belong to (shared by the shards), for replies that must wait for
+    /// durability (`accept::flush`) and for INFO. `None` with `appendonly no`.
+    pub(crate) store: Option<Arc<Store>>,
 }
 
 impl ShardCtx {
@@ -129,13 +137,50 @@ impl ShardCtx {
     /// Time enters the engine here, once per batch (`expiry.rs`), and so does the eviction
     /// policy CONFIG SET may have changed; after the batch, eviction ahead of need
     /// (`Engine::evict_ahead`, a bounded step while free memory is below the watermark).
+    /// With persistence on, the batch's record (its writes, the keys evicted around it, its
+    /// `now` and CAS counter) is written to the shard's log before this returns; a batch
+    /// whose record cannot be written answers its writes with `NotLogged`, and after a log
+    /// failure writes are refused and reads served (`persistence` module comment).
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
         let mut e = self.engine.borrow_mut();
-        e.set_now(expiry::now_ms());
+        let now = expiry::now_ms();
+        e.set_now(now);
         e.set_eviction_policy(self.stats.live.maxmemory_policy());
-        e.execute(ops, results);
-        e.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
+        let mut log = self.log.borrow_mut();
+        match log.as_mut() {
+            None => {
+                e.execute(ops, results);
+                e.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
+            }
+            Some(log) => match log.refusing() {
+                Some(refusal) => e.execute_reads_only(ops, results, refusal),
+                None => {
+                    let cas_before = e.cas_next();
+                    e.execute(ops, results);
+                    e.evict_ahead(directkv_engine::evict::EVICT_AHEAD_KEYS_MAX);
+                    let head = RecordHead {
+                        now,
+                        flush: false,
+                        cas_before,
+                        cas_after: e.cas_next(),
+                    };
+                    let logged = log.record(|out| {
+                        encode_record(
+                            out,
+                            &head,
+                            e.evicted_before_batch(),
+                            ops,
+                            e.evicted_after_batch(),
+                        )
+                    });
+                    if let Err(refusal) = logged {
+                        results.refuse_writes(ops, refusal);
+                    }
+                }
+            },
+        }
+        drop(log);
         let watched = self.watches.shard(self.id);
         watched.touched(ops, results);
         watched.expired(e.reclaimed_keys());
@@ -147,8 +192,15 @@ impl ShardCtx {
     /// log, replication) sees these removals here, as Redis propagates expiries as deletes.
     pub(crate) fn sweep_step(&self, cursor: u64, buckets: u64) -> u64 {
         let mut e = self.engine.borrow_mut();
-        e.set_now(expiry::now_ms());
+        let now = expiry::now_ms();
+        e.set_now(now);
+        if self.refusing_writes() {
+            // The log failed: removing keys it cannot record would make the store differ from
+            // the log; expired keys stay invisible to reads all the same.
+            return cursor;
+        }
         let next = e.expire_step(cursor, buckets).0;
+        self.log_deletes(&e, now);
         self.watches.shard(self.id).expired(e.reclaimed_keys());
         next
     }
@@ -193,9 +245,16 @@ impl ShardCtx {
     /// run before the watchers of an evicted key know it.
     pub(crate) fn check_atomic(&self, ops: &[Op<'_>]) -> Result<(), directkv_engine::OpError> {
         let mut e = self.engine.borrow_mut();
-        e.set_now(expiry::now_ms());
+        let now = expiry::now_ms();
+        e.set_now(now);
         e.set_eviction_policy(self.stats.live.maxmemory_policy());
+        if let Some(refusal) = self.log.borrow().as_ref().and_then(|l| l.refusing()) {
+            if ops.iter().any(|op| op.kind.writes()) {
+                return Err(refusal);
+            }
+        }
         let fits = e.check_atomic(ops);
+        self.log_deletes(&e, now);
         self.watches.shard(self.id).expired(e.reclaimed_keys());
         fits
     }
@@ -224,9 +283,52 @@ impl ShardCtx {
         self.engine.borrow().report()
     }
 
+    /// Whether this shard refuses writes (its log failed).
+    pub(crate) fn refusing_writes(&self) -> bool {
+        self.log
+            .borrow()
+            .as_ref()
+            .is_some_and(|l| l.refusing().is_some())
+    }
+
+    /// Logs the keys the engine's last step removed on its own (an expiry sweep's, or the
+    /// evictions of an all-or-nothing check) as a record of deletes.
+    fn log_deletes(&self, e: &Engine, now: u64) {
+        let mut log = self.log.borrow_mut();
+        let Some(log) = log.as_mut() else { return };
+        let cas = e.cas_next();
+        let head = RecordHead {
+            now,
+            flush: false,
+            cas_before: cas,
+            cas_after: cas,
+        };
+        // A failure fails the store (the next batch is refused); nothing here is a reply.
+        let _ = log.record(|out| encode_record(out, &head, e.reclaimed_keys(), &[], []));
+    }
+
     /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
-    /// through `execute`, and the second place a persistence log must hook in.
-    pub(crate) fn flush(&self) {
+    /// through `execute`, logged as a record with the flush flag. Refused (false) when the
+    /// log failed: the store must not change without its record.
+    pub(crate) fn flush(&self) -> bool {
+        if let Some(log) = self.log.borrow_mut().as_mut() {
+            if log.refusing().is_some() {
+                return false;
+            }
+            let cas = self.engine.borrow().cas_next();
+            let head = RecordHead {
+                now: expiry::now_ms(),
+                flush: true,
+                cas_before: cas,
+                cas_after: cas,
+            };
+            if log
+                .record(|out| encode_record(out, &head, [], &[], []))
+                .is_err()
+            {
+                return false;
+            }
+        }
         let mut fresh = Engine::new(self.engine_cfg.clone())
             .expect("the same configuration worked at start-up");
         // The CAS counter goes on: a CAS handed out before the flush must never match an item
@@ -234,6 +336,7 @@ impl ShardCtx {
         fresh.set_cas_next(self.engine.borrow().cas_next());
         *self.engine.borrow_mut() = fresh;
         self.watches.shard(self.id).flushed();
+        true
     }
 }
 
@@ -268,6 +371,9 @@ pub(crate) struct ShardSpawn {
     /// Services to run on this shard's thread besides its connections and job queue.
     pub(crate) tasks: Vec<ShardTask>,
     pub(crate) watches: Arc<watches::Tables>,
+    /// This shard's log, positioned after its last record, when persistence is on (recovery
+    /// at start opened it; `None` with `appendonly no`).
+    pub(crate) log: Option<ShardLog>,
 }
 
 /// Runs a shard until `stop` turns true.
@@ -292,6 +398,7 @@ pub(crate) fn run(s: ShardSpawn) {
         mut stop,
         tasks,
         watches,
+        log,
     } = s;
     if cfg.prefault_index {
         prefault::spawn(id, &engine);
@@ -308,6 +415,8 @@ pub(crate) fn run(s: ShardSpawn) {
             started: std::time::Instant::now(),
             activity: Default::default(),
             watches,
+            store: log.as_ref().map(|l| l.store.clone()),
+            log: RefCell::new(log),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
         tokio::task::spawn_local(expiry::sweep(ctx.clone()));
@@ -365,8 +474,7 @@ async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
                 let _ = reply.send(ctx.keys());
             }
             Job::Flush { reply } => {
-                ctx.flush();
-                let _ = reply.send(());
+                let _ = reply.send(ctx.flush());
             }
             Job::Report { reply } => {
                 let _ = reply.send(ctx.report());

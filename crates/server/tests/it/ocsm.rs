@@ -30,6 +30,7 @@ fn start(path: OcsmPath, shards: usize) -> Server {
         ocsm_path: path,
         shards,
         memory_bytes: 32 << 20,
+        appendonly: false,
         ..ServerConfig::default()
     })
     .expect("server starts")
@@ -311,6 +312,7 @@ fn ocsm_can_be_turned_off_and_defaults_follow_an_ephemeral_port() {
         ocsm_port: None,
         shards: 1,
         memory_bytes: 8 << 20,
+        appendonly: false,
         ..ServerConfig::default()
     })
     .unwrap();
@@ -318,6 +320,7 @@ fn ocsm_can_be_turned_off_and_defaults_follow_an_ephemeral_port() {
     off.stop();
     let cfg = ServerConfig {
         port: 0,
+        appendonly: false,
         ..ServerConfig::default()
     };
     assert_eq!(cfg.ocsm_port_effective(), Some(0));

@@ -363,6 +363,7 @@ fn info_counts_ocsm_datagrams_messages_and_errors() {
         shards: 1,
         memory_bytes: 32 << 20,
         ocsm_port: Some(0),
+        appendonly: false,
         ..ServerConfig::default()
     });
     let mut c = Client::connect(&srv);

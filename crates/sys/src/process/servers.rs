@@ -219,10 +219,18 @@ fn parse_memcache_addr(line: &str) -> Option<SocketAddr> {
     addr.trim_end_matches([')', ',']).parse().ok()
 }
 
-/// `serve --port 0 --metrics-port 0 FLAGS`.
+/// `serve --port 0 --metrics-port 0 FLAGS`, with persistence off (`--appendonly no`) unless
+/// FLAGS say otherwise: a server a test or a benchmark starts writes nothing into the working
+/// directory, and two of them never contend for one data directory's lock.
 fn serve_args(flags: &[&str]) -> Vec<OsString> {
+    let persistence = if flags.contains(&"--appendonly") {
+        &[][..]
+    } else {
+        &["--appendonly", "no"][..]
+    };
     ["serve", "--port", "0", "--metrics-port", "0"]
         .iter()
+        .chain(persistence)
         .chain(flags)
         .map(OsString::from)
         .collect()

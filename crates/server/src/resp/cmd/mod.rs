@@ -271,6 +271,10 @@ pub fn op_error_text(e: &OpError) -> String {
         OpError::OutOfMemory => {
             "OOM command not allowed when used memory > 'maxmemory'.".to_string()
         }
+        // Redis's word for "writes are refused because persistence failed".
+        OpError::NotLogged(why) => format!(
+            "MISCONF Errors writing to the persistence log ({why}): commands that may modify the data set are disabled, reads are served. Fix the disk and restart the server."
+        ),
         e => format!("ERR {e}"),
     }
 }

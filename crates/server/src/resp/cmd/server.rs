@@ -16,6 +16,9 @@ const SERVER_NAME: &str = "directkv";
 const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A shard did not answer inside a transaction (it stopped or panicked).
 const ERR_UNAVAILABLE: &str = "ERR shard unavailable";
+/// FLUSHALL refused because a shard's log failed.
+const NOT_LOGGED: directkv_engine::OpError =
+    directkv_engine::OpError::NotLogged("see the server log");
 
 pub fn plan(
     p: &mut Pending,
@@ -260,8 +263,12 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             RespWriter::new(out, v).integer(n as i64);
         }
         "flushall" | "flushdb" => {
-            ask_all(ctx, |reply| Job::Flush { reply }).await;
-            RespWriter::new(out, v).simple("OK");
+            let done = ask_all(ctx, |reply| Job::Flush { reply }).await;
+            if done.iter().all(|ok| *ok) {
+                RespWriter::new(out, v).simple("OK");
+            } else {
+                RespWriter::new(out, v).error(&super::op_error_text(&NOT_LOGGED));
+            }
         }
         "info" => {
             let text = crate::resp::info::info(ctx, &a[1..]).await;
@@ -291,7 +298,8 @@ pub(crate) fn in_transaction(
             None => w.error(ERR_UNAVAILABLE),
         },
         "flushall" | "flushdb" => match held.flush() {
-            Some(()) => w.simple("OK"),
+            Some(true) => w.simple("OK"),
+            Some(false) => w.error(&super::op_error_text(&NOT_LOGGED)),
             None => w.error(ERR_UNAVAILABLE),
         },
         "info" => match held.reports() {
