@@ -209,9 +209,24 @@ pub(crate) fn shrink_idle(buf: &mut Vec<u8>) {
 
 /// Writes and clears the buffered replies; false when the client did not take them within
 /// `timeout` (or the connection broke), and the connection should be dropped.
-pub(crate) async fn flush(s: &mut TcpStream, out: &mut Vec<u8>, timeout: Duration) -> bool {
+/// Replies leave only once what they acknowledge is as durable as `appendfsync` asks
+/// (`persistence::Store::durable`: under `always` a sync round that began after the writes);
+/// when persistence failed the replies are dropped unsent and the connection closed, so
+/// nothing is acknowledged that a crash could lose.
+pub(crate) async fn flush(
+    ctx: &ShardCtx,
+    s: &mut TcpStream,
+    out: &mut Vec<u8>,
+    timeout: Duration,
+) -> bool {
     if out.is_empty() {
         return true;
+    }
+    if let Some(store) = &ctx.store {
+        if store.durable().await.is_err() {
+            out.clear();
+            return false;
+        }
     }
     let ok = matches!(
         tokio::time::timeout(timeout, s.write_all(out)).await,

@@ -101,19 +101,20 @@ impl Server {
             Some(l) => Some(l.local_addr().map_err(|e| e.to_string())?),
             None => None,
         };
+        let stats = Arc::new(ServerStats::default());
+        stats.live.set_from(&cfg);
         // Persistence: the store in `dir` is locked and loaded (recovery) before a shard
         // starts, and decides the shard count when it holds data (`persistence/recover.rs`).
         let (shards, engines, logs, store) = if cfg.appendonly {
             let fs: Arc<dyn directkv_persist::fs::Fs> = Arc::new(directkv_persist::fs::RealFs);
             let opened = persistence::recover::open(&cfg, fs.clone())?;
-            let policy = cfg.append_fsync().unwrap_or(config::AppendFsync::Everysec);
             let store = persistence::Store::new(
                 cfg.dir.clone(),
                 fs,
                 opened.lock,
                 opened.manifest,
                 &opened.logs,
-                policy,
+                stats.clone(),
             )?;
             let logs: Vec<_> = opened.logs.into_iter().map(Some).collect();
             (opened.shards, opened.engines, logs, Some(store))
@@ -127,8 +128,6 @@ impl Server {
         };
         let engine_cfg = shard::engine_config(&cfg, shards);
         let cfg = Arc::new(cfg);
-        let stats = Arc::new(ServerStats::default());
-        stats.live.set_from(&cfg);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut job_rxs = Vec::new();
         let mut job_txs = Vec::new();
@@ -160,6 +159,7 @@ impl Server {
                 burst_datagrams_max: cfg.ocsm_burst_datagrams_max,
                 stats: stats.clone(),
                 stop: stop_rx.clone(),
+                store: store.clone(),
             };
             match ocsm::spawn(spawn)? {
                 ocsm::Placement::Thread(t) => threads.push(t),
@@ -212,9 +212,10 @@ impl Server {
                 ..directkv_proto::native::NativeLimits::DEFAULT
             };
             let (peers, stats, stop) = (peers.clone(), stats.clone(), stop_rx.clone());
+            let store = store.clone();
             let t = std::thread::Builder::new()
                 .name("udp".into())
-                .spawn(move || native::udp::serve(udp, peers, limits, stats, stop))
+                .spawn(move || native::udp::serve(udp, peers, limits, stats, stop, store))
                 .map_err(|e| e.to_string())?;
             threads.push(t);
         }

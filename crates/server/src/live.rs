@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::config::ServerConfig;
+use crate::config::{AppendFsync, ServerConfig};
 
 /// The settings CONFIG SET may change, and the shutdown request.
 #[derive(Debug)]
@@ -47,6 +47,9 @@ pub(crate) struct Live {
     started_unix_secs: AtomicU64,
     /// `maxmemory_policy`, as its index in `EvictionPolicy::ALL`.
     maxmemory_policy: AtomicU8,
+    /// `appendfsync`, as its index in `AppendFsync::ALL` (read by every reply under
+    /// persistence and by the log sync thread).
+    appendfsync: AtomicU8,
 }
 
 impl Default for Live {
@@ -62,6 +65,7 @@ impl Default for Live {
             shutdown: Notify::new(),
             started_unix_secs: AtomicU64::new(unix_secs()),
             maxmemory_policy: AtomicU8::new(0),
+            appendfsync: AtomicU8::new(0),
         };
         live.set_from(&ServerConfig::default());
         live
@@ -85,6 +89,21 @@ impl Live {
         self.set_reply_write_timeout_secs(cfg.reply_write_timeout_secs);
         self.set_requirepass(cfg.requirepass.as_deref());
         self.set_maxmemory_policy(cfg.eviction_policy().unwrap_or_default());
+        self.set_appendfsync(cfg.append_fsync().unwrap_or(AppendFsync::Everysec));
+    }
+
+    /// Redis's `appendfsync`: when a write's reply may leave against its log record.
+    #[inline]
+    pub(crate) fn appendfsync(&self) -> AppendFsync {
+        AppendFsync::ALL[usize::from(self.appendfsync.load(Ordering::Relaxed))]
+    }
+
+    pub(crate) fn set_appendfsync(&self, p: AppendFsync) {
+        let i = AppendFsync::ALL
+            .iter()
+            .position(|&q| q == p)
+            .expect("every policy is in ALL");
+        self.appendfsync.store(i as u8, Ordering::Relaxed);
     }
 
     /// Redis's `maxmemory-policy`, which every shard hands its engine before each batch.

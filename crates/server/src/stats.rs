@@ -82,6 +82,8 @@ pub(crate) struct ServerStats {
     pub(crate) memcache: crate::memcache::stats::McCounters,
     /// The pending `flush_all <delay>` (`memcache/flush.rs`; not a counter).
     pub(crate) memcache_flush: crate::memcache::flush::FlushTimer,
+    /// The persistence log's counters (`persistence/mod.rs`; rows in section Persistence).
+    pub(crate) persist: crate::persistence::PersistStats,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -746,9 +748,104 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "memcached connections closed for a command line over memcache_line_bytes_max (or get_line_bytes_max).",
         |s| s.memcache.get(crate::memcache::stats::C::LineTooLong),
     ),
+    server(
+        "Persistence",
+        "aof_records",
+        "directkv_aof_records_total",
+        Kind::Counter,
+        "Records appended to the shards' logs (one per batch that wrote).",
+        |s| s.persist.records.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_written_bytes",
+        "directkv_aof_written_bytes_total",
+        Kind::Counter,
+        "Bytes written to the shards' logs.",
+        |s| s.persist.log_bytes.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_writes",
+        "directkv_aof_writes_total",
+        Kind::Counter,
+        "write(2) calls of the shards' logs.",
+        |s| s.persist.writes.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_fsyncs",
+        "directkv_aof_fsyncs_total",
+        Kind::Counter,
+        "fdatasync calls of the log sync thread.",
+        |s| s.persist.fsyncs.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_fsync_us",
+        "directkv_aof_fsync_microseconds_total",
+        Kind::Counter,
+        "Microseconds the log sync thread spent in fdatasync.",
+        |s| s.persist.fsync_us_total.load(Ordering::Relaxed),
+    ),
+    fsync_row(
+        "aof_fsync_lt_250us",
+        "directkv_aof_fsync_lt_250us_total",
+        "fdatasyncs of the logs that took less than 250 us (with aof_fsyncs, a cumulative histogram).",
+        0,
+    ),
+    fsync_row(
+        "aof_fsync_lt_1ms",
+        "directkv_aof_fsync_lt_1ms_total",
+        "fdatasyncs of the logs that took less than 1 ms (with aof_fsyncs, a cumulative histogram).",
+        1,
+    ),
+    fsync_row(
+        "aof_fsync_lt_4ms",
+        "directkv_aof_fsync_lt_4ms_total",
+        "fdatasyncs of the logs that took less than 4 ms (with aof_fsyncs, a cumulative histogram).",
+        2,
+    ),
+    fsync_row(
+        "aof_fsync_lt_16ms",
+        "directkv_aof_fsync_lt_16ms_total",
+        "fdatasyncs of the logs that took less than 16 ms (with aof_fsyncs, a cumulative histogram).",
+        3,
+    ),
+    fsync_row(
+        "aof_fsync_lt_64ms",
+        "directkv_aof_fsync_lt_64ms_total",
+        "fdatasyncs of the logs that took less than 64 ms (with aof_fsyncs, a cumulative histogram).",
+        4,
+    ),
+    server(
+        "Persistence",
+        "aof_durable_waits",
+        "directkv_aof_durable_waits_total",
+        Kind::Counter,
+        "Times replies waited for a sync round (appendfsync always).",
+        |s| s.persist.durable_waits.load(Ordering::Relaxed),
+    ),
 ];
 
 /// A row of the key expiry counters (an engine counter in INFO's Stats section).
+/// A row of the fsync latency histogram: bucket `b` of `persistence::FSYNC_BUCKETS_US`.
+const fn fsync_row(
+    info: &'static str,
+    metric: &'static str,
+    help: &'static str,
+    b: usize,
+) -> Counter {
+    const READ: [fn(&ServerStats) -> u64; 5] = [
+        |s| s.persist.fsync_below[0].load(Ordering::Relaxed),
+        |s| s.persist.fsync_below[1].load(Ordering::Relaxed),
+        |s| s.persist.fsync_below[2].load(Ordering::Relaxed),
+        |s| s.persist.fsync_below[3].load(Ordering::Relaxed),
+        |s| s.persist.fsync_below[4].load(Ordering::Relaxed),
+    ];
+    server("Persistence", info, metric, Kind::Counter, help, READ[b])
+}
+
 const fn lag_row(
     info: &'static str,
     metric: &'static str,
@@ -835,6 +932,7 @@ mod tests {
             metrics_port: Some(0),
             shards: 2,
             memory_bytes: 32 << 20,
+            appendonly: false,
             ..crate::ServerConfig::default()
         })
         .expect("server starts");

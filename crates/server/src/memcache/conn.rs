@@ -125,7 +125,7 @@ pub(crate) async fn serve(
                 publish(client, &session, input.len() - used, out.len(), held);
             }
             if out.len() >= ctx.cfg.conn_output_bytes_max
-                && !flush(&mut s, &mut out, write_timeout).await
+                && !flush(ctx, &mut s, &mut out, write_timeout).await
             {
                 return;
             }
@@ -146,7 +146,7 @@ pub(crate) async fn serve(
             tracing::warn!(shard = ctx.id, peer = ?s.peer_addr().ok(), "possible SECURITY ATTACK: a memcached connection sent POST or Host: (a web page posting to this port?); closed");
             return;
         }
-        if !flush(&mut s, &mut out, write_timeout).await || session.close {
+        if !flush(ctx, &mut s, &mut out, write_timeout).await || session.close {
             return;
         }
         if input.len() >= ctx.cfg.conn_input_bytes_max {

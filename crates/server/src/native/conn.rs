@@ -178,7 +178,7 @@ pub(crate) async fn serve(
                     // written (a client that does not take them is disconnected, as below)
                     // and the shard's other clients get their turn before the next step.
                     while let Some((id, from)) = c.resume.take() {
-                        if !flush(&mut s, &mut c.out, write_timeout).await {
+                        if !flush(ctx, &mut s, &mut c.out, write_timeout).await {
                             return;
                         }
                         tokio::task::yield_now().await;
@@ -189,7 +189,7 @@ pub(crate) async fn serve(
                     // written before more frames are served, and one that does not take
                     // them within `reply_write_timeout_secs` is disconnected.
                     if c.out.len() >= ctx.cfg.conn_output_bytes_max
-                        && !flush(&mut s, &mut c.out, write_timeout).await
+                        && !flush(ctx, &mut s, &mut c.out, write_timeout).await
                     {
                         return;
                     }
@@ -206,7 +206,7 @@ pub(crate) async fn serve(
         }
         parsed_store = reuse(parsed);
         input.drain(..used);
-        if !flush(&mut s, &mut c.out, write_timeout).await {
+        if !flush(ctx, &mut s, &mut c.out, write_timeout).await {
             return;
         }
         match next {

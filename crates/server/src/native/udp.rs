@@ -43,6 +43,7 @@ pub(crate) fn serve(
     limits: NativeLimits,
     stats: Arc<ServerStats>,
     stop: watch::Receiver<bool>,
+    store: Option<Arc<crate::persistence::Store>>,
 ) {
     let _ = sock.set_read_timeout(Some(STOP_POLL));
     let limits = limits.for_udp();
@@ -68,7 +69,7 @@ pub(crate) fn serve(
             out.clear();
         }
         debug_assert!(out.len() <= n, "a UDP reply larger than its request");
-        if !out.is_empty() && out.len() <= n {
+        if !out.is_empty() && out.len() <= n && crate::ocsm::durable_blocking(&store) {
             let _ = sock.send_to(&out, from);
         }
     }

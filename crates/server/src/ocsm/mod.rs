@@ -107,6 +107,16 @@ pub(crate) struct OcsmSpawn {
     pub(crate) burst_datagrams_max: usize,
     pub(crate) stats: Arc<ServerStats>,
     pub(crate) stop: watch::Receiver<bool>,
+    /// Persistence: replies wait for durability under `always` (`Store::durable`).
+    pub(crate) store: Option<Arc<crate::persistence::Store>>,
+}
+
+/// Whether a thread's replies may leave (`Store::durable_blocking`): always without
+/// persistence; false when the store failed (the replies are dropped unsent).
+pub(crate) fn durable_blocking(store: &Option<Arc<crate::persistence::Store>>) -> bool {
+    store
+        .as_ref()
+        .is_none_or(|st| st.durable_blocking().is_ok())
 }
 
 /// Where an OCSM path runs: a thread of its own, or a task on shard 0's thread.
@@ -159,6 +169,9 @@ fn batched_thread(s: &OcsmSpawn, mut burst: Burst) {
         if panics::contain_blocking("OCSM burst", &s.stats, answer).is_none() {
             continue;
         }
+        if !durable_blocking(&s.store) {
+            continue;
+        }
         tx.prepare(&rx, n, |i| burst.reply(i));
         s.stats
             .ocsm
@@ -178,6 +191,9 @@ fn plain(s: &OcsmSpawn, mut burst: Burst) {
         };
         let answer = || burst.answer_blocking(&buf[..n], &s.peers);
         if panics::contain_blocking("OCSM datagram", &s.stats, answer).is_none() {
+            continue;
+        }
+        if !durable_blocking(&s.store) {
             continue;
         }
         if let Some(r) = burst.reply(0) {
@@ -230,6 +246,11 @@ async fn serve_batched(ctx: Rc<ShardCtx>, s: OcsmSpawn) {
         burst.plan_all(&*rx);
         dispatch::execute(&ctx, burst.plan_mut()).await;
         burst.encode_all(&*rx);
+        if let Some(store) = &ctx.store {
+            if store.durable().await.is_err() {
+                continue;
+            }
+        }
         tx.prepare(&rx, n, |i| burst.reply(i));
         stats
             .ocsm

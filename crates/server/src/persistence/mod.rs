@@ -38,7 +38,7 @@ pub(crate) mod info;
 pub(crate) mod recover;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,7 @@ pub(crate) struct PersistStats {
 }
 
 impl PersistStats {
-    fn fsync_took(&self, took: Duration) {
+    pub(crate) fn fsync_took(&self, took: Duration) {
         let us = took.as_micros() as u64;
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         self.fsync_us_total.fetch_add(us, Ordering::Relaxed);
@@ -115,7 +115,6 @@ pub(crate) struct Store {
     /// The manifest as last stored (snapshots update it: `snapshot.rs`).
     pub(crate) manifest: Mutex<Manifest>,
     _lock: DirLock,
-    policy: AtomicU8,
     shards: Vec<ShardSync>,
     rounds: Mutex<Rounds>,
     /// Wakes the sync thread: a round was asked for, the policy changed, or stop.
@@ -125,20 +124,13 @@ pub(crate) struct Store {
     /// Set by the first write or sync failure; with its cause.
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
-    pub(crate) stats: PersistStats,
+    /// The server's counters: the log's are `stats.persist` (rows in `stats::COUNTERS`).
+    pub(crate) stats: Arc<crate::stats::ServerStats>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("dir", &self.dir).finish()
-    }
-}
-
-fn policy_code(p: AppendFsync) -> u8 {
-    match p {
-        AppendFsync::Always => 0,
-        AppendFsync::Everysec => 1,
-        AppendFsync::No => 2,
     }
 }
 
@@ -151,7 +143,7 @@ impl Store {
         lock: DirLock,
         manifest: Manifest,
         logs: &[LogWriter],
-        policy: AppendFsync,
+        stats: Arc<crate::stats::ServerStats>,
     ) -> Result<Arc<Store>, String> {
         let mut shards = Vec::with_capacity(logs.len());
         for log in logs {
@@ -169,30 +161,20 @@ impl Store {
             fs,
             manifest: Mutex::new(manifest),
             _lock: lock,
-            policy: AtomicU8::new(policy_code(policy)),
             shards,
             rounds: Mutex::new(Rounds::default()),
             work: Condvar::new(),
             done_tx,
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
-            stats: PersistStats::default(),
+            stats,
         }))
     }
 
+    /// The fsync policy now (CONFIG SET appendfsync changes it: `live.rs`).
+    #[inline]
     pub(crate) fn policy(&self) -> AppendFsync {
-        match self.policy.load(Ordering::Relaxed) {
-            0 => AppendFsync::Always,
-            1 => AppendFsync::Everysec,
-            _ => AppendFsync::No,
-        }
-    }
-
-    /// CONFIG SET appendfsync: the next reply and the sync thread's next wait use it.
-    pub(crate) fn set_policy(&self, p: AppendFsync) {
-        self.policy.store(policy_code(p), Ordering::Relaxed);
-        let _g = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
-        self.work.notify_all();
+        self.stats.live.appendfsync()
     }
 
     /// Why the store refuses writes, if it does.
@@ -243,7 +225,10 @@ impl Store {
         if self.failed() {
             return Err(());
         }
-        self.stats.durable_waits.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .persist
+            .durable_waits
+            .fetch_add(1, Ordering::Relaxed);
         let round = self.ask_round();
         let mut rx = self.done_tx.subscribe();
         let ok = match rx
@@ -315,7 +300,7 @@ impl Store {
             let Some(f) = file.as_mut() else { continue };
             let t = Instant::now();
             let r = f.sync_data();
-            self.stats.fsync_took(t.elapsed());
+            self.stats.persist.fsync_took(t.elapsed());
             if let Err(e) = r {
                 self.fail(format!("fdatasync of a log: {e}"));
                 return false;
@@ -343,19 +328,21 @@ impl Store {
                     if r.stop || r.requested > r.done {
                         break;
                     }
-                    if self.policy() == AppendFsync::Everysec {
-                        let left = EVERYSEC_INTERVAL.saturating_sub(last.elapsed());
-                        if left.is_zero() {
+                    // Under `always` and `no` the wait is bounded too, so that a CONFIG SET
+                    // to `everysec` takes effect within a second without waking anyone.
+                    let left = EVERYSEC_INTERVAL.saturating_sub(last.elapsed());
+                    if left.is_zero() {
+                        if self.policy() == AppendFsync::Everysec {
                             break;
                         }
-                        r = self
-                            .work
-                            .wait_timeout(r, left)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
-                    } else {
-                        r = self.work.wait(r).unwrap_or_else(|e| e.into_inner());
+                        last = Instant::now();
+                        continue;
                     }
+                    r = self
+                        .work
+                        .wait_timeout(r, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
                 (r.requested, r.stop)
             };
@@ -426,7 +413,7 @@ impl ShardLog {
         }
         let before = self.writer.file_bytes();
         let lsn = self.writer.write_out().map_err(|e| self.failed(e))?;
-        let st = &self.store.stats;
+        let st = &self.store.stats.persist;
         st.records.fetch_add(1, Ordering::Relaxed);
         st.writes.fetch_add(1, Ordering::Relaxed);
         st.log_bytes

@@ -104,7 +104,7 @@ pub(crate) async fn serve(
                     .clamp(1, ctx.cfg.commands_per_batch_max);
             }
             if out.len() >= ctx.cfg.conn_output_bytes_max
-                && !flush(&mut s, &mut out, write_timeout).await
+                && !flush(ctx, &mut s, &mut out, write_timeout).await
             {
                 return;
             }
@@ -126,7 +126,7 @@ pub(crate) async fn serve(
             }
         }
         input.drain(..used);
-        if !flush(&mut s, &mut out, write_timeout).await {
+        if !flush(ctx, &mut s, &mut out, write_timeout).await {
             return;
         }
         if close || session.quit {

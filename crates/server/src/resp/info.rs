@@ -30,6 +30,7 @@ const SECTIONS: &[&str] = &[
     "Server",
     "Clients",
     "Memory",
+    "Persistence",
     "Stats",
     "Replication",
     "Keyspace",
@@ -118,6 +119,10 @@ fn section(
             s.push_str("blocked_clients:0\r\n");
         }
         "Memory" => memory(s, reports, stats.live.maxmemory_policy()),
+        "Persistence" => {
+            crate::persistence::info::render(s, ctx.store.as_deref());
+            counters(s, name, stats, reports);
+        }
         "Stats" => {
             counters(s, name, stats, reports);
             let _ = write!(

@@ -13,7 +13,8 @@
 //! `maxclients` at the next accept, `maxmemory-clients` at the next buffer report,
 //! `requirepass` at the next login (connections already in stay in),
 //! `reply-write-timeout-secs` for connections opened afterwards, and `maxmemory-policy` at
-//! every shard's next batch.
+//! every shard's next batch, `appendfsync` at the next reply (and the log sync thread within a
+//! second).
 //!
 //! Non-goals: CONFIG REWRITE (the file is the operator's); settings the engines or listeners
 //! were built with.
@@ -36,6 +37,7 @@ const SETTABLE: &[&str] = &[
     "requirepass",
     "reply-write-timeout-secs",
     "maxmemory-policy",
+    "appendfsync",
 ];
 
 /// Redis names for directkv settings: (Redis name, directkv key).
@@ -92,6 +94,7 @@ fn settings(cfg: &ServerConfig, stats: &ServerStats) -> Vec<(String, String)> {
             "reply_write_timeout_secs" => live.reply_write_timeout_secs().to_string(),
             "requirepass" => live.requirepass().as_deref().unwrap_or("").to_string(),
             "maxmemory_policy" => live.maxmemory_policy().name().to_string(),
+            "appendfsync" => live.appendfsync().name().to_string(),
             k => table.get(k).map(shown).unwrap_or_default(),
         };
         all.push((key.replace('_', "-"), value));
@@ -187,6 +190,7 @@ enum Change {
     Password(Option<String>),
     WriteTimeout(u64),
     Policy(directkv_engine::EvictionPolicy),
+    AppendFsync(crate::config::AppendFsync),
 }
 
 fn failed(name: &str, why: &str) -> String {
@@ -248,6 +252,16 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
             Change::Password((!text.is_empty()).then(|| text.to_string()))
         }
         "maxmemory-policy" => Change::Policy(policy(name, value)?),
+        "appendfsync" => Change::AppendFsync(
+            crate::config::AppendFsync::from_name(&String::from_utf8_lossy(value)).ok_or_else(
+                || {
+                    failed(
+                        name,
+                        "argument(s) must be one of the following: always, everysec, no",
+                    )
+                },
+            )?,
+        ),
         _ => return Err(failed(name, "can't set immutable config")),
     })
 }
@@ -321,6 +335,7 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
             Change::Password(pw) => live.set_requirepass(pw.as_deref()),
             Change::WriteTimeout(t) => live.set_reply_write_timeout_secs(t),
             Change::Policy(policy) => live.set_maxmemory_policy(policy),
+            Change::AppendFsync(p) => live.set_appendfsync(p),
         }
     }
     tracing::info!(client = s.admin.me.id, "CONFIG SET {}", show_names(pairs));
