@@ -207,29 +207,49 @@ pub(crate) fn shrink_idle(buf: &mut Vec<u8>) {
     }
 }
 
+/// What a connection's replies pass before they leave: the write timeout
+/// (`reply_write_timeout_secs`, as the connection opened) and persistence's durability.
+pub(crate) struct ReplyGate {
+    timeout: Duration,
+    /// The store had failed when this connection's previous replies left (or it opened):
+    /// every write it ran since was refused, so its replies acknowledge nothing.
+    failed_before: bool,
+}
+
+impl ReplyGate {
+    pub(crate) fn new(ctx: &ShardCtx) -> ReplyGate {
+        ReplyGate {
+            timeout: Duration::from_secs(ctx.stats.live.reply_write_timeout_secs()),
+            failed_before: ctx.store.as_ref().is_some_and(|st| st.is_failed()),
+        }
+    }
+}
+
 /// Writes and clears the buffered replies; false when the client did not take them within
 /// `timeout` (or the connection broke), and the connection should be dropped.
 /// Replies leave only once what they acknowledge is as durable as `appendfsync` asks
-/// (`persistence::Store::durable`: under `always` a sync round that began after the writes);
-/// when persistence failed the replies are dropped unsent and the connection closed, so
-/// nothing is acknowledged that a crash could lose.
+/// (`persistence::Store::durable`: under `always` a sync round that began after the writes).
+/// When persistence failed since this connection's previous replies, they may acknowledge a
+/// write that is not durable: they are dropped unsent and the connection closed. A connection
+/// whose requests all came after the failure had its writes refused (MISCONF) and is served.
 pub(crate) async fn flush(
     ctx: &ShardCtx,
     s: &mut TcpStream,
     out: &mut Vec<u8>,
-    timeout: Duration,
+    gate: &mut ReplyGate,
 ) -> bool {
     if out.is_empty() {
         return true;
     }
     if let Some(store) = &ctx.store {
-        if store.durable().await.is_err() {
+        if !gate.failed_before && store.durable().await.is_err() {
             out.clear();
             return false;
         }
+        gate.failed_before = store.is_failed();
     }
     let ok = matches!(
-        tokio::time::timeout(timeout, s.write_all(out)).await,
+        tokio::time::timeout(gate.timeout, s.write_all(out)).await,
         Ok(Ok(()))
     );
     out.clear();

@@ -90,6 +90,15 @@ pub struct Server {
 impl Server {
     /// Binds, builds every engine (so a bad configuration fails here), starts the threads.
     pub fn start(cfg: ServerConfig) -> Result<Server, String> {
+        Server::start_with_fs(cfg, Arc::new(directkv_persist::fs::RealFs))
+    }
+
+    /// `start` with the file system persistence goes through: tests give a
+    /// `directkv_persist::fs::FaultFs` to make a write or fdatasync fail where a disk would.
+    pub fn start_with_fs(
+        cfg: ServerConfig,
+        fs: Arc<dyn directkv_persist::fs::Fs>,
+    ) -> Result<Server, String> {
         cfg.validate()?;
         // Every client is a file: raise the open files limit before anything is opened.
         let open_files = files::raise_limit(cfg.connections_max);
@@ -106,7 +115,6 @@ impl Server {
         // Persistence: the store in `dir` is locked and loaded (recovery) before a shard
         // starts, and decides the shard count when it holds data (`persistence/recover.rs`).
         let (shards, engines, logs, store) = if cfg.appendonly {
-            let fs: Arc<dyn directkv_persist::fs::Fs> = Arc::new(directkv_persist::fs::RealFs);
             let opened = persistence::recover::open(&cfg, fs.clone())?;
             let store = persistence::Store::new(
                 cfg.dir.clone(),

@@ -28,7 +28,7 @@
 //! `conn_output_bytes_max`; a client that does not read within `reply_write_timeout_secs` is
 //! dropped; input, replies and the batch count towards `maxmemory_clients`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use directkv_proto::memcache::{parse_request, MemcacheLimits, Parse, Request};
 use tokio::io::AsyncReadExt;
@@ -85,7 +85,7 @@ pub(crate) async fn serve(
     };
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut batch = Batch::new(ctx.shards());
-    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
+    let mut gate = crate::accept::ReplyGate::new(ctx);
     // As RESP: the first batch is small until reply sizes are known, and later ones are sized
     // so that their replies stay near conn_output_bytes_max (the largest reply per request
     // seen lately, halved each batch).
@@ -125,7 +125,7 @@ pub(crate) async fn serve(
                 publish(client, &session, input.len() - used, out.len(), held);
             }
             if out.len() >= ctx.cfg.conn_output_bytes_max
-                && !flush(ctx, &mut s, &mut out, write_timeout).await
+                && !flush(ctx, &mut s, &mut out, &mut gate).await
             {
                 return;
             }
@@ -146,7 +146,7 @@ pub(crate) async fn serve(
             tracing::warn!(shard = ctx.id, peer = ?s.peer_addr().ok(), "possible SECURITY ATTACK: a memcached connection sent POST or Host: (a web page posting to this port?); closed");
             return;
         }
-        if !flush(ctx, &mut s, &mut out, write_timeout).await || session.close {
+        if !flush(ctx, &mut s, &mut out, &mut gate).await || session.close {
             return;
         }
         if input.len() >= ctx.cfg.conn_input_bytes_max {

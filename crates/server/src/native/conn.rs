@@ -13,7 +13,6 @@
 //! `protocol_errors` and logs a WARN line through the server-wide rate limit (`log_limit.rs`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use directkv_engine::{ElemType, Op, OpKind, Results, Status};
 use directkv_proto::native::{
@@ -135,7 +134,7 @@ pub(crate) async fn serve(
         streamed: 0,
         resume: None,
     };
-    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
+    let mut gate = crate::accept::ReplyGate::new(ctx);
     // The operations of the frame being served, parsed once (by the validating pass); empty
     // between reads, so the allocation outlives the borrows of `input`.
     let mut parsed_store: Vec<NativeOp<'static>> = Vec::new();
@@ -178,7 +177,7 @@ pub(crate) async fn serve(
                     // written (a client that does not take them is disconnected, as below)
                     // and the shard's other clients get their turn before the next step.
                     while let Some((id, from)) = c.resume.take() {
-                        if !flush(ctx, &mut s, &mut c.out, write_timeout).await {
+                        if !flush(ctx, &mut s, &mut c.out, &mut gate).await {
                             return;
                         }
                         tokio::task::yield_now().await;
@@ -189,7 +188,7 @@ pub(crate) async fn serve(
                     // written before more frames are served, and one that does not take
                     // them within `reply_write_timeout_secs` is disconnected.
                     if c.out.len() >= ctx.cfg.conn_output_bytes_max
-                        && !flush(ctx, &mut s, &mut c.out, write_timeout).await
+                        && !flush(ctx, &mut s, &mut c.out, &mut gate).await
                     {
                         return;
                     }
@@ -206,7 +205,7 @@ pub(crate) async fn serve(
         }
         parsed_store = reuse(parsed);
         input.drain(..used);
-        if !flush(ctx, &mut s, &mut c.out, write_timeout).await {
+        if !flush(ctx, &mut s, &mut c.out, &mut gate).await {
             return;
         }
         match next {

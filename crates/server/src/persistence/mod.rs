@@ -199,7 +199,8 @@ impl Store {
         self.done_tx.send_modify(|d| d.1 = true);
     }
 
-    fn failed(&self) -> bool {
+    /// Whether the store failed (writes refused from then on).
+    pub(crate) fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
 
@@ -222,7 +223,7 @@ impl Store {
         if self.policy() != AppendFsync::Always || self.all_durable() {
             return Ok(());
         }
-        if self.failed() {
+        if self.is_failed() {
             return Err(());
         }
         self.stats
@@ -255,7 +256,7 @@ impl Store {
 
     /// Asks for a sync round and blocks until it is done (SAVE, SHUTDOWN, a log rotation).
     pub(crate) fn sync_now(&self) -> Result<(), ()> {
-        if self.failed() {
+        if self.is_failed() {
             return Err(());
         }
         let round = self.ask_round();
@@ -347,14 +348,14 @@ impl Store {
                 (r.requested, r.stop)
             };
             last = Instant::now();
-            if !self.failed() {
+            if !self.is_failed() {
                 self.sync_all();
             }
             {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
                 r.done = r.done.max(target);
             }
-            let failed = self.failed();
+            let failed = self.is_failed();
             self.done_tx.send_modify(|d| {
                 d.0 = d.0.max(target);
                 d.1 = failed;
@@ -393,7 +394,7 @@ impl ShardLog {
     /// Why writes are refused, if they are: the engine's error for them.
     #[inline]
     pub(crate) fn refusing(&self) -> Option<directkv_engine::OpError> {
-        if self.store.failed() || self.writer.failure().is_some() {
+        if self.store.is_failed() || self.writer.failure().is_some() {
             return Some(directkv_engine::OpError::NotLogged("see the server log"));
         }
         None

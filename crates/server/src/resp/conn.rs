@@ -13,7 +13,6 @@
 //! after it runs, with no reply, a WARN log line and the `security_attacks` counter.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use directkv_proto::resp::{self, Args, Parse, RespLimits, RespWriter, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,7 +59,7 @@ pub(crate) async fn serve(
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut args = Args::new();
     let mut pending = Pending::new(ctx.shards());
-    let write_timeout = Duration::from_secs(ctx.stats.live.reply_write_timeout_secs());
+    let mut gate = crate::accept::ReplyGate::new(ctx);
     // A connection's first batch is small until its reply sizes are known, so one read of
     // commands on large values cannot buffer commands_per_batch_max large replies at once.
     let mut batch_cmds = FIRST_BATCH_CMDS.min(ctx.cfg.commands_per_batch_max);
@@ -104,7 +103,7 @@ pub(crate) async fn serve(
                     .clamp(1, ctx.cfg.commands_per_batch_max);
             }
             if out.len() >= ctx.cfg.conn_output_bytes_max
-                && !flush(ctx, &mut s, &mut out, write_timeout).await
+                && !flush(ctx, &mut s, &mut out, &mut gate).await
             {
                 return;
             }
@@ -126,7 +125,7 @@ pub(crate) async fn serve(
             }
         }
         input.drain(..used);
-        if !flush(ctx, &mut s, &mut out, write_timeout).await {
+        if !flush(ctx, &mut s, &mut out, &mut gate).await {
             return;
         }
         if close || session.quit {
