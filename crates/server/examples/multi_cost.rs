@@ -114,6 +114,7 @@ fn main() {
         metrics_port: None,
         udp: Some(false),
         ocsm: Some(false),
+        appendonly: false,
         ..Default::default()
     })
     .expect("server starts");

@@ -202,6 +202,7 @@ fn attach_keeps_the_authentication_it_had() {
         shards: 3,
         memory_bytes: 8 << 20,
         requirepass: Some("pw".into()),
+        appendonly: false,
         ..Default::default()
     });
     let limits = NativeLimits::DEFAULT;

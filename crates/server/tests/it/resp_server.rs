@@ -173,6 +173,7 @@ fn requirepass_gates_commands() {
         shards: 1,
         memory_bytes: 8 << 20,
         requirepass: Some("pw".into()),
+        appendonly: false,
         ..Default::default()
     });
     let mut c = Client::connect(&srv);
@@ -213,6 +214,7 @@ fn non_loopback_bind_without_password_is_refused() {
     let err = directkv_server::Server::start(ServerConfig {
         bind: "0.0.0.0".into(),
         port: 0,
+        appendonly: false,
         ..Default::default()
     })
     .err()
@@ -256,6 +258,7 @@ fn oversized_values_are_rejected_and_the_store_is_unchanged() {
         shards: 1,
         memory_bytes: 8 << 20,
         value_len_max: 1000,
+        appendonly: false,
         ..Default::default()
     });
     let mut c = Client::connect(&srv);
@@ -331,6 +334,7 @@ fn connections_max_and_input_limits() {
         memory_bytes: 8 << 20,
         connections_max: 2,
         conn_input_bytes_max: 1 << 20,
+        appendonly: false,
         ..Default::default()
     });
     let mut a = Client::connect(&srv);
