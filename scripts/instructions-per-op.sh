@@ -17,6 +17,7 @@
 # whole server process's instructions divided by the operations its engines ran in that window
 # (INFO engine_ops; KEEP=FILE keeps the callgrind dump). The figure includes the wake-ups
 # between requests, which depend on how busy the machine is: compare builds in alternating runs.
+# WORKLOAD=ycsb-a for another mix; APPENDONLY=yes (APPENDFSYNC=...) with persistence on.
 set -euo pipefail
 if ! command -v valgrind >/dev/null; then
     apt-get install -y valgrind >/dev/null
@@ -29,9 +30,19 @@ server-resp | server-native)
     DIR=$(mktemp -d /tmp/callgrind-server.XXXXXX)
     # A free port for TCP and UDP alike (the server binds both), chosen by the kernel.
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # Persistence (a build that has it): off unless APPENDONLY=yes (APPENDFSYNC=always|
+    # everysec|no), its files in the temporary directory.
+    PERSIST=()
+    if "$BIN" serve --help | grep -q -- --appendonly; then
+        PERSIST=(--dir "$DIR/data" --appendonly "${APPENDONLY:-no}" --appendfsync "${APPENDFSYNC:-everysec}")
+    fi
+    # memcached's port off: another server may hold 11211.
+    if "$BIN" serve --help | grep -q -- --memcache-port; then
+        PERSIST+=(--memcache-port 0)
+    fi
     valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
         "$BIN" serve --shards 1 --memory 64M --kv-size 16 --busy-poll-us 0 --port "$PORT" \
-        --metrics-port 0 --no-ocsm >"$DIR/server.log" 2>&1 &
+        --metrics-port 0 --no-ocsm "${PERSIST[@]}" >"$DIR/server.log" 2>&1 &
     SERVER=$!
     trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$DIR"' EXIT
     for _ in $(seq 600); do
@@ -57,7 +68,7 @@ for line in rest.decode().split("\r\n"):
         print(line.split(":")[1])
 PY
     }
-    LOAD=(--target "$SCHEME://127.0.0.1:$PORT" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
+    LOAD=(--target "$SCHEME://127.0.0.1:$PORT" --workload "${WORKLOAD:-ycsb-b}" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
     "$LOADGEN" bench run "${LOAD[@]}" --seconds 1 >/dev/null
     callgrind_control --zero "$SERVER" >/dev/null
     BEFORE=$(engine_ops)
