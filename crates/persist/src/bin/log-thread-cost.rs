@@ -505,12 +505,23 @@ fn wake_cost() -> (f64, f64, f64, f64) {
     (median(send_ns), cpu_ns, latency_us, switches)
 }
 
+fn usage(why: &str) -> ! {
+    eprintln!("log-thread-cost: {why}\nusage: log-thread-cost [DIR] [SECONDS]");
+    std::process::exit(2);
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir: PathBuf = args.next().map_or_else(std::env::temp_dir, PathBuf::from);
-    let run = Duration::from_secs_f64(args.next().map_or(5.0, |s| s.parse().expect("SECONDS")));
+    let seconds = args.next().map_or(Ok(5.0), |s| s.parse::<f64>());
+    let run = match seconds {
+        Ok(s) if (0.1..=3600.0).contains(&s) => Duration::from_secs_f64(s),
+        _ => usage("SECONDS must be a number from 0.1 to 3600"),
+    };
     let dir = dir.join(format!("log-thread-cost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("DIR");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        usage(&format!("cannot create {}: {e}", dir.display()));
+    }
     let cpus = directkv_sys::cpu::allowed_cpus();
     println!(
         "CPUs allowed {cpus:?}; load average {} at the start",
@@ -530,7 +541,7 @@ fn main() {
         }
     }
     println!(
-        "medians of {RUNS} runs of {:.0} s, 2 shards x {KEYS} keys, batches of {BATCH_OPS} YCSB-A:",
+        "medians of {RUNS} runs of {} s, 2 shards x {KEYS} keys, batches of {BATCH_OPS} YCSB-A:",
         run.as_secs_f64()
     );
     println!(
