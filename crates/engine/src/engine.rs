@@ -222,17 +222,23 @@ impl Engine {
         self.evicted_post_start = self.reclaimed.len();
     }
 
-    /// Runs the reads of `ops` and answers each write with `e`, changing no key: how a server
-    /// whose persistence log failed keeps serving reads (`OpError::NotLogged`). Not the data
-    /// path: it copies the reads out and back.
+    /// Runs the reads of `ops` and answers each write with `e`: how a server whose persistence
+    /// log failed keeps serving reads (`OpError::NotLogged`). A memcached get without a touch
+    /// runs as a read (`Op::acknowledges_a_write`; it may give an item a CAS, unlogged: after
+    /// the failure nothing is logged and a restart has the store as of the failure). Not the
+    /// data path: it copies the reads out and back.
     pub fn execute_reads_only(&mut self, ops: &[Op], out: &mut Results, e: OpError) {
-        let reads: Vec<Op> = ops.iter().filter(|op| !op.kind.writes()).copied().collect();
+        let reads: Vec<Op> = ops
+            .iter()
+            .filter(|op| !op.acknowledges_a_write())
+            .copied()
+            .collect();
         let mut got = Results::default();
         self.execute(&reads, &mut got);
         out.reset(ops.len(), self.limits.results_bytes_max);
         let mut next = 0;
         for (i, op) in ops.iter().enumerate() {
-            if op.kind.writes() {
+            if op.acknowledges_a_write() {
                 let start = out.mark();
                 out.finish(i, Status::Error(e), start);
             } else {

@@ -410,6 +410,14 @@ impl<'a> Op<'a> {
             ..Op::new(OpKind::McTouch, key)
         }
     }
+    /// Whether a success of this op tells the client a write happened: every `writes()` kind
+    /// but a memcached get without a touch (which at most gives an item a CAS, which no client
+    /// sees changed). What a server that can no longer log writes refuses
+    /// (`Engine::execute_reads_only`, `Results::refuse_writes`).
+    pub fn acknowledges_a_write(&self) -> bool {
+        self.kind.writes() && !(self.kind == OpKind::McGet && self.arg.is_empty())
+    }
+
     pub fn no_return(self) -> Op<'a> {
         Op {
             no_return: true,
@@ -607,7 +615,7 @@ impl Results {
     pub fn refuse_writes(&mut self, ops: &[Op], e: OpError) {
         debug_assert_eq!(ops.len(), self.items.len());
         for (r, op) in self.items.iter_mut().zip(ops) {
-            if op.kind.writes() {
+            if op.acknowledges_a_write() {
                 *r = OpResult {
                     status: Status::Error(e),
                     data_start: r.data_start,

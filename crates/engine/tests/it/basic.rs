@@ -538,3 +538,52 @@ fn the_empty_key_is_a_key_on_every_road() {
         e.check_invariants();
     }
 }
+
+/// After a server's log failed it runs only the reads of a batch (`execute_reads_only`): the
+/// writes are answered with the error and change nothing, the reads see the store, a memcached
+/// get without a touch counts as a read, one with a touch as a write.
+#[test]
+fn execute_reads_only_answers_writes_with_the_error_and_changes_nothing() {
+    let mut e = engine(16, 0.5, 64);
+    let mut r = Results::default();
+    e.execute(&[Op::put(b"k1", b"v1")], &mut r);
+    let err = OpError::NotLogged("test");
+    let touch = 0u64.to_le_bytes();
+    let ops = [
+        Op::get(b"k1"),
+        Op::put(b"k2", b"v2"),
+        Op::delete(b"k1"),
+        Op::mc_get(b"k1", b"", b""),
+        Op::mc_get(b"k1", &touch, b""),
+        Op::get(b"k1"),
+    ];
+    e.execute_reads_only(&ops, &mut r, err);
+    assert_eq!(r.len(), ops.len());
+    assert_eq!((r.status(0), r.data(0)), (Status::Ok, &b"v1"[..]));
+    assert_eq!(r.status(1), Status::Error(err));
+    assert_eq!(r.status(2), Status::Error(err));
+    assert_eq!(r.status(3), Status::Ok, "a plain memcached get is a read");
+    assert_eq!(
+        r.status(4),
+        Status::Error(err),
+        "a get with a touch is a write"
+    );
+    assert_eq!((r.status(5), r.data(5)), (Status::Ok, &b"v1"[..]));
+    e.execute(&[Op::get(b"k2"), Op::get(b"k1")], &mut r);
+    assert_eq!(
+        r.status(0),
+        Status::NotFound,
+        "the refused put stored nothing"
+    );
+    assert_eq!(
+        r.status(1),
+        Status::Ok,
+        "the refused delete removed nothing"
+    );
+    // refuse_writes turns the writes of a batch that ran into the error.
+    let ops = [Op::get(b"k1"), Op::put(b"k3", b"v3")];
+    e.execute(&ops, &mut r);
+    r.refuse_writes(&ops, err);
+    assert_eq!(r.status(0), Status::Ok);
+    assert_eq!(r.status(1), Status::Error(err));
+}
