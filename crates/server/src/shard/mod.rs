@@ -103,7 +103,6 @@ pub(crate) struct ShardCtx {
     pub(crate) id: usize,
     /// Private: reached only through `execute`, `keys`, `report`, `scan_step` and `flush`.
     engine: RefCell<Engine>,
-    engine_cfg: EngineConfig,
     pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
     /// Every shard's connection queue, for ATTACH.
     pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
@@ -224,15 +223,10 @@ impl ShardCtx {
         self.engine.borrow().report()
     }
 
-    /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
+    /// Empties the engine in place (FLUSHALL, `Engine::clear`): the other write that does not pass
     /// through `execute`, and the second place a persistence log must hook in.
     pub(crate) fn flush(&self) {
-        let mut fresh = Engine::new(self.engine_cfg.clone())
-            .expect("the same configuration worked at start-up");
-        // The CAS counter goes on: a CAS handed out before the flush must never match an item
-        // written after it (memcached's counter is not reset by flush_all either).
-        fresh.set_cas_next(self.engine.borrow().cas_next());
-        *self.engine.borrow_mut() = fresh;
+        self.engine.borrow_mut().clear();
         self.watches.shard(self.id).flushed();
     }
 }
@@ -256,7 +250,6 @@ pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
 pub(crate) struct ShardSpawn {
     pub(crate) id: usize,
     pub(crate) engine: Engine,
-    pub(crate) engine_cfg: EngineConfig,
     pub(crate) conns: mpsc::UnboundedReceiver<Incoming>,
     /// Every shard's connection queue, for ATTACH.
     pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
@@ -282,7 +275,6 @@ pub(crate) fn run(s: ShardSpawn) {
     let ShardSpawn {
         id,
         engine,
-        engine_cfg,
         mut conns,
         handoff,
         jobs,
@@ -300,7 +292,6 @@ pub(crate) fn run(s: ShardSpawn) {
         let ctx = Rc::new(ShardCtx {
             id,
             engine: RefCell::new(engine),
-            engine_cfg,
             peers,
             handoff,
             cfg,

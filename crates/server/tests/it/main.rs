@@ -51,6 +51,7 @@ mod redis_differential_multi;
 mod redis_differential_scan;
 mod redis_differential_scripted;
 mod resp_expiry;
+mod resp_flush;
 mod resp_keyspace;
 mod resp_multi;
 mod resp_multi_barriers;
