@@ -53,6 +53,7 @@ mod redis_differential_scripted;
 mod resp_expiry;
 mod resp_flush;
 mod resp_keyspace;
+mod resp_memory;
 mod resp_multi;
 mod resp_multi_barriers;
 mod resp_scan;
