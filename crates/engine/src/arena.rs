@@ -90,6 +90,26 @@ impl Arena {
         }
     }
 
+    /// Gives the arena's pages back to the kernel: every byte reads as zero again, as after
+    /// `new`, and a page is faulted in again (zeroed) when it is next touched. The kernel frees
+    /// the resident pages and skips the ranges never touched, so this costs about what was
+    /// used, not the arena's length (`Engine::clear`, BENCHMARKS.md "FLUSHALL in place").
+    pub fn discard(&mut self) {
+        // SAFETY: exactly the range mapped (after trimming) in `new`, a private anonymous
+        // mapping; `&mut self` means no slice of it is alive.
+        let rc = unsafe {
+            libc::madvise(
+                self.base.as_ptr() as *mut libc::c_void,
+                self.len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            // Never seen for a private anonymous mapping; zeroing by hand keeps the promise.
+            self.slice_mut(0, self.len).fill(0);
+        }
+    }
+
     /// Hints the CPU to fetch the line at `off` into cache.
     #[inline(always)]
     pub fn prefetch(&self, off: usize) {
@@ -139,6 +159,19 @@ mod tests {
         assert!(a.slice(0, a.len()).iter().all(|&b| b == 0));
         a.slice_mut(100, 3).copy_from_slice(b"abc");
         assert_eq!(a.slice(100, 3), b"abc");
+    }
+
+    #[test]
+    fn discard_zeroes_every_byte_and_the_arena_stays_usable() {
+        let mut a = Arena::new(4 << 20).unwrap();
+        a.slice_mut(0, a.len()).fill(0xab);
+        a.discard();
+        assert!(a.slice(0, a.len()).iter().all(|&b| b == 0));
+        a.slice_mut(5, 2).copy_from_slice(b"xy");
+        assert_eq!(a.slice(4, 4), b"\0xy\0");
+        // A second discard of an arena barely touched is as good.
+        a.discard();
+        assert!(a.slice(0, a.len()).iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -398,6 +398,28 @@ impl Engine {
         self.cas_next = next.max(1);
     }
 
+    /// Removes every key in place (FLUSHALL, flush_all): afterwards the store is as a new
+    /// engine's of the same configuration (no key, the whole slab region free, eviction's
+    /// hand and PRNG back at their start, `report` as fresh) without mapping a new arena.
+    /// What goes on: the CAS counter (a CAS handed out before must never match an item written
+    /// after, as memcached's counter survives flush_all), `now`, the eviction policy and the
+    /// counters of `stats` (expired and evicted keys are totals since start, as Redis's INFO
+    /// keeps them over FLUSHALL). The keys are not reported as reclaimed: whoever watches keys
+    /// learns of a clear from its caller. A snapshot being taken is abandoned, as
+    /// [`Engine::snapshot_abort`] does: whoever took it starts again.
+    ///
+    /// Cost: what was used, not the arena's size: the kernel frees the resident pages of the
+    /// arena (`MADV_DONTNEED`) and faults them in again, zeroed, when they are next touched,
+    /// as in a new engine; the allocator carves its region again (one push per top-class
+    /// block). BENCHMARKS.md ("FLUSHALL in place") has the measurements.
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.evictor.reset();
+        self.reclaimed.clear();
+        self.evicted_pre_end = 0;
+        self.evicted_post_start = usize::MAX;
+    }
+
     /// Visits the live key-values (deadline not passed at `now`) of up to `count` main buckets
     /// of the index from `cursor` on, with their chains: `visit(key, value, deadline)`.
     /// Returns the cursor to continue from, 0 at the end of a pass; a pass started at 0

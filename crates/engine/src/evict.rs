@@ -147,6 +147,15 @@ impl Evictor {
         }
     }
 
+    /// Back to the state `new` gave it (hand at bucket 0, the PRNG at its seed), keeping the
+    /// policy and the watermark: `Engine::clear`, so that a cleared engine evicts as a new one.
+    pub(crate) fn reset(&mut self) {
+        self.hand = 0;
+        self.rng = EVICTION_SEED;
+        self.keys.clear();
+        self.evicted.clear();
+    }
+
     pub(crate) fn watermark_bytes(&self) -> u64 {
         self.watermark_bytes
     }

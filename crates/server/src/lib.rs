@@ -189,7 +189,6 @@ impl Server {
             let spawn = ShardSpawn {
                 id,
                 engine,
-                engine_cfg: engine_cfg.clone(),
                 conns: crx,
                 handoff: conn_txs.clone(),
                 jobs,

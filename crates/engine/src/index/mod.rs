@@ -377,6 +377,18 @@ impl Table {
         self.counts
     }
 
+    /// Removes every key at once (`Engine::clear`): the arena is discarded (its pages read as
+    /// zero, so every bucket is empty, `Arena::discard`), the slab allocator starts again with
+    /// the whole region free, the counts go to zero. A snapshot being taken is dropped, as
+    /// `snap_take` would. Reference tracking stays as the policy set it.
+    pub fn clear(&mut self) {
+        self.snap = None;
+        self.arena.discard();
+        self.slab.reset();
+        self.counts = TableCounts::default();
+        self.plain_inline_keys = 0;
+    }
+
     /// Whether an inline hit in a main bucket is the whole answer: no inline key carries a
     /// deadline (none to expire) and no eviction policy reads reference bits (none to set).
     /// Nothing but a write with a deadline or a change of policy makes it false, so a loop of

@@ -60,6 +60,20 @@ impl SlabAllocator {
         slab
     }
 
+    /// Frees every block at once: the allocator is as `new` left it, counters included (the
+    /// owner forgets every address it holds, `Table::clear`). Costs one push per top-class
+    /// block of the region; the pools keep their reserved capacity, so nothing allocates.
+    pub fn reset(&mut self) {
+        for pool in &mut self.classes {
+            pool.clear();
+        }
+        self.free_units = 0;
+        self.allocated_units = 0;
+        self.freed_since_merge = false;
+        self.counters = SlabStats::default();
+        self.carve_region();
+    }
+
     /// Fills the pools with the initial free blocks: top-class blocks from offset 0, then the
     /// remainder as at most one block per smaller class, largest first so each is aligned.
     fn carve_region(&mut self) {

@@ -93,6 +93,12 @@ impl ClassPool {
         self.hot_len -= moved;
     }
 
+    /// Forgets every free block (`SlabAllocator::reset` carves the region again).
+    pub(super) fn clear(&mut self) {
+        self.hot_len = 0;
+        self.pool.clear();
+    }
+
     /// Moves the whole hot cache into the pool, before a merge.
     pub(super) fn drain_hot(&mut self) {
         self.spill(self.hot_len);

@@ -24,6 +24,7 @@ static ALLOCATOR: directkv_testkit::alloc::CountingAllocator =
 
 mod atomic;
 mod basic;
+mod clear;
 mod evict;
 mod expiry;
 mod mc;

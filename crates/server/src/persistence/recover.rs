@@ -69,10 +69,7 @@ pub(crate) fn open(cfg: &ServerConfig, fs: Arc<dyn Fs>) -> Result<Opened, String
             let scan = directkv_persist::log::replay(&*fs, &path, limits, |_, payload| {
                 let r = directkv_persist::batch::decode(payload).map_err(|e| e.to_string())?;
                 if r.head.flush {
-                    let cas = engine.cas_next();
-                    engine = Engine::new(engine_cfg.clone()).map_err(|e| e.to_string())?;
-                    engine.set_eviction_policy(EvictionPolicy::NoEviction);
-                    engine.set_cas_next(cas);
+                    engine.clear();
                 }
                 r.replay(&mut engine, &mut results);
                 Ok(())

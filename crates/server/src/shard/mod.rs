@@ -105,7 +105,6 @@ pub(crate) struct ShardCtx {
     pub(crate) id: usize,
     /// Private: reached only through `execute`, `keys`, `report`, `scan_step` and `flush`.
     engine: RefCell<Engine>,
-    engine_cfg: EngineConfig,
     pub(crate) peers: Arc<Vec<mpsc::Sender<Job>>>,
     /// Every shard's connection queue, for ATTACH.
     pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
@@ -307,8 +306,8 @@ impl ShardCtx {
         let _ = log.record(|out| encode_record(out, &head, e.reclaimed_keys(), &[], []));
     }
 
-    /// Replaces the engine with an empty one (FLUSHALL): the other write that does not pass
-    /// through `execute`, logged as a record with the flush flag. Refused (false) when the
+    /// Empties the engine in place (FLUSHALL, `Engine::clear`): the other write that does not
+    /// pass through `execute`, logged as a record with the flush flag. Refused (false) when the
     /// log failed: the store must not change without its record.
     pub(crate) fn flush(&self) -> bool {
         if let Some(log) = self.log.borrow_mut().as_mut() {
@@ -329,12 +328,9 @@ impl ShardCtx {
                 return false;
             }
         }
-        let mut fresh = Engine::new(self.engine_cfg.clone())
-            .expect("the same configuration worked at start-up");
-        // The CAS counter goes on: a CAS handed out before the flush must never match an item
-        // written after it (memcached's counter is not reset by flush_all either).
-        fresh.set_cas_next(self.engine.borrow().cas_next());
-        *self.engine.borrow_mut() = fresh;
+        // In place (`Engine::clear`); the CAS counter goes on: a CAS handed out before the
+        // flush must never match an item written after it (memcached's is not reset either).
+        self.engine.borrow_mut().clear();
         self.watches.shard(self.id).flushed();
         true
     }
@@ -359,7 +355,6 @@ pub(crate) fn engine_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
 pub(crate) struct ShardSpawn {
     pub(crate) id: usize,
     pub(crate) engine: Engine,
-    pub(crate) engine_cfg: EngineConfig,
     pub(crate) conns: mpsc::UnboundedReceiver<Incoming>,
     /// Every shard's connection queue, for ATTACH.
     pub(crate) handoff: Arc<Vec<mpsc::UnboundedSender<Incoming>>>,
@@ -388,7 +383,6 @@ pub(crate) fn run(s: ShardSpawn) {
     let ShardSpawn {
         id,
         engine,
-        engine_cfg,
         mut conns,
         handoff,
         jobs,
@@ -407,7 +401,6 @@ pub(crate) fn run(s: ShardSpawn) {
         let ctx = Rc::new(ShardCtx {
             id,
             engine: RefCell::new(engine),
-            engine_cfg,
             peers,
             handoff,
             cfg,

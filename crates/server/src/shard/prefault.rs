@@ -17,10 +17,12 @@
 //!
 //! `MADV_POPULATE_WRITE` faults pages in exactly as a write would (zeroed if absent, unchanged
 //! if present) without writing, so running it beside the shard that owns the memory cannot
-//! change a byte the shard wrote. If the arena is unmapped meanwhile (FLUSHALL replaces the
-//! engine, or the server stops) the call fails and the thread ends; a range mapped again at
-//! that address is only faulted in, never changed. Kernels before 5.14 lack the call: the
-//! thread ends at once and the index faults in on demand, as before.
+//! change a byte the shard wrote. If the arena is unmapped meanwhile (the server stops) the
+//! call fails and the thread ends; a range mapped again at that address is only faulted in,
+//! never changed. FLUSHALL gives the arena's pages back in place (`Engine::clear`): a page the
+//! thread faults in after that is zero, as the shard would find it; once the thread has ended,
+//! the index of a flushed store faults in on demand again. Kernels before 5.14 lack the call:
+//! the thread ends at once and the index faults in on demand, as before.
 //!
 //! Cost: the index becomes resident at start-up (RSS grows by the index's size within about a
 //! second), where on-demand faulting brings in the same pages during the first minutes of

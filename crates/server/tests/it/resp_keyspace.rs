@@ -121,8 +121,8 @@ fn hostile_keyspace_arguments_get_errors_and_the_server_goes_on() {
             err("ERR syntax error"),
         ),
         (
-            vec!["OBJECT", "REFCOUNT", "k"],
-            err("ERR unknown subcommand 'REFCOUNT'. Try OBJECT HELP."),
+            vec!["OBJECT", "REFCOUNTS", "k"],
+            err("ERR unknown subcommand 'REFCOUNTS'. Try OBJECT HELP."),
         ),
     ] {
         assert_eq!(c.cmd(&args), want, "{args:?}");

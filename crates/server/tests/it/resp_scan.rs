@@ -190,11 +190,31 @@ fn the_sweep_removing_a_watched_key_aborts_exec() {
     cfg.expire_sweep_interval_ms = 5;
     let srv = start_with(cfg);
     let mut c = Client::connect(&srv);
-    assert_eq!(c.cmd(&["SET", "w", "1", "PX", "30"]), ok());
-    assert_eq!(c.cmd(&["WATCH", "w"]), ok());
-    // Nobody reads `w`: only the sweep can remove it (INFO reads no key).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while info_field(&mut c, "expired_keys") == 0 {
+    // The key must still be there when WATCH runs, or its removal is no change to the watched
+    // key. A PTTL after WATCH proves it was (a slow machine gets another key, with twice the
+    // lifetime, after the last expired before the WATCH).
+    let mut lifetime_ms = 200u64;
+    let expired_before = loop {
+        let expired_before = info_field(&mut c, "expired_keys");
+        let px = lifetime_ms.to_string();
+        assert_eq!(c.cmd(&["SET", "w", "1", "PX", &px]), ok());
+        assert_eq!(c.cmd(&["WATCH", "w"]), ok());
+        match c.cmd(&["PTTL", "w"]) {
+            Reply::Integer(ms) if ms > 0 => break expired_before,
+            Reply::Integer(-2) => {
+                assert_eq!(c.cmd(&["UNWATCH"]), ok());
+                assert!(
+                    lifetime_ms < 60_000,
+                    "w expired before WATCH even at {px} ms"
+                );
+                lifetime_ms *= 2;
+            }
+            other => panic!("PTTL answered {other:?}"),
+        }
+    };
+    // Nobody reads `w` any more: only the sweep can remove it (INFO reads no key).
+    let deadline = Instant::now() + Duration::from_secs(30 + lifetime_ms / 1000);
+    while info_field(&mut c, "expired_keys") == expired_before {
         assert!(Instant::now() < deadline, "the sweep did not reclaim w");
         std::thread::sleep(Duration::from_millis(5));
     }

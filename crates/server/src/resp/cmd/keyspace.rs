@@ -45,12 +45,23 @@ const OBJECT_HELP: &[&str] = &[
     "IDLETIME <key>",
     "    Return the idle time of the <key>, that is the approximated number of",
     "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
     "HELP",
     "    Prints this help.",
 ];
 
 const MEMORY_HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
     "USAGE <key> [SAMPLES <count>]",
     "    Return memory in bytes used by <key> and its value. Nested values are",
     "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -65,6 +76,7 @@ pub(crate) enum Key {
     Encoding,
     Freq,
     IdleTime,
+    RefCount,
 }
 
 pub fn plan(p: &mut Pending, v: Version, name: &[u8], a: &[&[u8]]) -> Option<Planned> {
@@ -104,7 +116,7 @@ fn read(p: &mut Pending, key: &[u8], d: Key) -> Planned {
     Planned::Queued
 }
 
-/// OBJECT ENCODING | FREQ | IDLETIME key, OBJECT HELP.
+/// OBJECT ENCODING | FREQ | IDLETIME | REFCOUNT key, OBJECT HELP.
 fn object(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     let sub = a[1].to_ascii_lowercase();
     let d = match sub.as_slice() {
@@ -115,6 +127,7 @@ fn object(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
         b"encoding" => Key::Encoding,
         b"freq" => Key::Freq,
         b"idletime" => Key::IdleTime,
+        b"refcount" => Key::RefCount,
         b"help" => return sub_arity(p, v, "object", &sub),
         _ => return error(p, v, &resp::err_unknown_subcommand("object", a[1])),
     };
@@ -124,7 +137,8 @@ fn object(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     read(p, a[2], d)
 }
 
-/// MEMORY USAGE key [SAMPLES count], MEMORY HELP.
+/// MEMORY USAGE key [SAMPLES count], MEMORY DOCTOR, MEMORY STATS (every shard's report:
+/// `server::barrier`, `cmd/memory.rs`), MEMORY PURGE, MEMORY MALLOC-STATS, MEMORY HELP.
 fn memory(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
     let sub = a[1].to_ascii_lowercase();
     match sub.as_slice() {
@@ -148,7 +162,22 @@ fn memory(p: &mut Pending, v: Version, a: &[&[u8]]) -> Planned {
             }
             Planned::Atomic
         }
-        b"help" | b"usage" => sub_arity(p, v, "memory", &sub),
+        b"doctor" | b"stats" if a.len() == 2 => Planned::Barrier,
+        // The arenas are mapped once and keep no allocator's dirty pages: nothing to purge,
+        // and no allocator statistics (Redis's answer when not built with jemalloc).
+        b"purge" if a.len() == 2 => {
+            p.immediate(|o| RespWriter::new(o, v).simple("OK"));
+            Planned::Queued
+        }
+        b"malloc-stats" if a.len() == 2 => {
+            p.immediate(|o| {
+                super::server::info_reply(o, v, "Stats not supported for the current allocator")
+            });
+            Planned::Queued
+        }
+        b"help" | b"usage" | b"doctor" | b"stats" | b"purge" | b"malloc-stats" => {
+            sub_arity(p, v, "memory", &sub)
+        }
         _ => error(p, v, &resp::err_unknown_subcommand("memory", a[1])),
     }
 }
@@ -161,8 +190,8 @@ fn sub_arity(p: &mut Pending, v: Version, cmd: &str, sub: &[u8]) -> Planned {
 
 /// The encoding Redis reports for a string value it stored from SET: "int" for the decimal
 /// text of an i64 (at most 20 bytes, no leading zero), "embstr" up to 44 bytes, else "raw".
-/// (Redis reports "raw" for any value APPEND or SETRANGE changed; directkv keeps no such
-/// history and answers by the value.)
+/// (Redis reports "raw" for any value APPEND, SETRANGE or SETBIT changed; directkv keeps no
+/// such history per key and answers by the value: docs/commands.md.)
 pub(crate) fn encoding(value: &[u8]) -> &'static str {
     if parse_int(value).is_some() {
         "int"
@@ -170,6 +199,19 @@ pub(crate) fn encoding(value: &[u8]) -> &'static str {
         "embstr"
     } else {
         "raw"
+    }
+}
+
+/// Redis shares one object among every key whose value is an integer in 0..10000
+/// (`OBJ_SHARED_INTEGERS`) and reports its reference count as `OBJ_SHARED_REFCOUNT`
+/// (`i32::MAX`); every other string value has one reference. (Redis stops sharing integers
+/// under an LRU or LFU policy with maxmemory set; directkv's approximated LRU keeps no
+/// per-key state, so the answer does not depend on the policy: docs/commands.md.)
+fn refcount(value: &[u8]) -> i64 {
+    const SHARED_INTEGERS: i64 = 10_000;
+    match parse_int(value) {
+        Some(n) if (0..SHARED_INTEGERS).contains(&n) => i64::from(i32::MAX),
+        _ => 1,
     }
 }
 
@@ -182,6 +224,7 @@ pub(crate) fn render(w: &mut RespWriter<'_>, d: Key, s: Status, data: &[u8]) {
         (Status::Ok, Key::Encoding) => w.bulk(encoding(data).as_bytes()),
         (Status::Ok, Key::Freq) => w.error(ERR_NO_LFU),
         (Status::Ok, Key::IdleTime) => w.error(ERR_NO_IDLETIME),
+        (Status::Ok, Key::RefCount) => w.integer(refcount(data)),
         _ => w.null(),
     }
 }

@@ -10,6 +10,7 @@ pub mod dkv;
 pub mod expiry;
 pub mod glob;
 pub mod keyspace;
+pub mod memory;
 pub mod scan;
 pub mod server;
 pub mod strings;

@@ -274,6 +274,10 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             let text = crate::resp::info::info(ctx, &a[1..]).await;
             info_reply(out, v, &text);
         }
+        "memory" => {
+            let reports = ask_all(ctx, |reply| Job::Report { reply }).await;
+            memory_reply(ctx, v, a, &reports, out);
+        }
         n if super::scan::is_walk(n.as_bytes()) => super::scan::barrier(ctx, v, a, out).await,
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
     }
@@ -309,6 +313,28 @@ pub(crate) fn in_transaction(
             }
             None => w.error(ERR_UNAVAILABLE),
         },
+        "memory" => match held.reports() {
+            Some(reports) => memory_reply(ctx, v, a, &reports, out),
+            None => w.error(ERR_UNAVAILABLE),
+        },
         _ => w.error(&resp::err_wrong_arity(&name)),
+    }
+}
+
+/// MEMORY DOCTOR (a text, as INFO's) or MEMORY STATS (`keyspace::memory` let only these two
+/// through as barriers) from every shard's report.
+fn memory_reply(
+    ctx: &ShardCtx,
+    v: Version,
+    a: &[&[u8]],
+    reports: &[directkv_engine::Report],
+    out: &mut Vec<u8>,
+) {
+    if a[1].eq_ignore_ascii_case(b"doctor") {
+        let text = super::memory::doctor(reports, ctx.stats.live.maxmemory_policy());
+        info_reply(out, v, &text);
+    } else {
+        let clients = ctx.stats.clients.bytes() as u64;
+        super::memory::stats(&mut RespWriter::new(out, v), reports, clients);
     }
 }
