@@ -191,6 +191,26 @@ impl Pipeline<'_> {
             self.stats.charge(op.kind, self.access);
             return;
         }
+        // A memcached get (no touch, no CAS to give) reads as a GET does, with the item's
+        // flags, CAS and deadline after the value (issue 21: the bulk of the memcached port's
+        // operations, which `apply` would otherwise decode, check and store as `Keep`).
+        if op.kind == OpKind::McGet
+            && crate::memcache::mc_get_reads(op, loc.as_ref().map(|l| l.meta()))
+        {
+            let status = match &loc {
+                Some(l) => {
+                    if !op.no_return {
+                        let v = self.table.value(l);
+                        crate::memcache::push_read(out.buf(), v, l.deadline(), l.meta());
+                    }
+                    Status::Ok
+                }
+                None => Status::NotFound,
+            };
+            out.finish(i, status, start);
+            self.stats.charge(op.kind, self.access);
+            return;
+        }
         let cur = loc.as_ref().map(|l| self.table.value(l));
         let mut item = loc.as_ref().map_or(Item::NONE, item_of);
         let (mut status, mut effect) = apply(
