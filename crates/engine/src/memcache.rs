@@ -95,7 +95,7 @@ pub(crate) fn mc_get_reads(op: &Op, meta: Option<Meta>) -> bool {
 /// `McGet`'s Ok data for a read (`mc_get_reads`): the value, then the trailer.
 #[inline(always)]
 pub(crate) fn push_read(out: &mut Vec<u8>, value: &[u8], deadline: u64, meta: Meta) {
-    out.extend_from_slice(value);
+    crate::op::push_small(out, value);
     push_trailer(
         out,
         ItemMeta {
