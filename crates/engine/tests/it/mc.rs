@@ -921,7 +921,14 @@ fn plain_gets_take_the_read_road_with_their_meta() {
         let cas_w = u64s(&got[0].1)[0];
         let meta = |d: &[u8]| mc::split_get(d).map(|(v, m)| (v.to_vec(), m));
         let item = |v: &[u8], flags, cas, deadline| {
-            Some((v.to_vec(), ItemMeta { flags, cas, deadline }))
+            Some((
+                v.to_vec(),
+                ItemMeta {
+                    flags,
+                    cas,
+                    deadline,
+                },
+            ))
         };
         assert_eq!(meta(&got[1].1), item(b"va", 7, cas_a, LATER));
         assert_eq!(meta(&got[2].1), item(b"vb", 9, cas_b, NO_DEADLINE));
