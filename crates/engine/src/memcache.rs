@@ -6,7 +6,9 @@
 //!  apply_mc(op, cur, item, now, cas)   pure like apply.rs: the caller stores the effect;
 //!                                      `cas` is the CAS a write takes (`cas_at`)
 //!   McGet     reply value ++ [flags][cas][deadline]; a touch sets the deadline (Touch);
-//!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch)
+//!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch); one
+//!             that only reads (`mc_get_reads`: memcached's get) never comes here: the
+//!             pipeline answers it as a GET (`retire::run_single`, `push_read`)
 //!   McStore   add/replace/append/prepend conditions, then the CAS compare; the new item
 //!             takes the next CAS (or the given one); append/prepend keep flags, deadline
 //!   McDelete  the CAS compare, then Delete

@@ -4,7 +4,8 @@
 //!  lone leader   GET            main-bucket probe, else the general lookup
 //!                PUT / PUT XX   same-length inline value rewritten in place in its bucket
 //!                add/sub 4|8 B  inline counter changed in place in its main bucket
-//!                else           run_single: lookup, apply, store
+//!                else           run_single: lookup, apply, store (a GET, or a memcached
+//!                               get that only reads: lookup and reply, no apply)
 //!  group         run_group: one lookup, each op applied to the forwarded value (a run of
 //!                built-in integer adds/subtracts in a register), one write-back; replayed op
 //!                by op if the write-back runs out of memory
