@@ -4,7 +4,7 @@
 # not see memory stalls, so confirm a change with timed alternating pairs as well.
 #
 #   scripts/instructions-per-op.sh BIN WORKLOAD [MEMORY]     e.g. target/release/directkv get 16M
-#   scripts/instructions-per-op.sh BIN server-resp|server-native [LOADGEN]
+#   scripts/instructions-per-op.sh BIN server-resp|server-native|server-memcache [LOADGEN]
 #
 # Engine workloads: prints instructions per operation in the whole measured loop of
 # `directkv bench engine` (benchmark included) and in the engine's execute, then the source lines
@@ -13,7 +13,8 @@
 #
 # Server modes: runs `BIN serve` (one shard, no busy polling) under callgrind, loads 100,000
 # keys with LOADGEN (default: BIN) `bench run`, zeroes the counters, drives the RESP or native
-# path for 5 s after 1 s of warm-up (ycsb-b, 4 connections, depth 64), dumps, and prints the
+# path (server-memcache: the memcached port, loaded and driven by the memcached driver) for 5 s
+# after 1 s of warm-up (ycsb-b, 4 connections, depth 64), dumps, and prints the
 # whole server process's instructions divided by the operations its engines ran in that window
 # (INFO engine_ops; KEEP=FILE keeps the callgrind dump). The figure includes the wake-ups
 # between requests, which depend on how busy the machine is: compare builds in alternating runs.
@@ -23,30 +24,32 @@ if ! command -v valgrind >/dev/null; then
     apt-get install -y valgrind >/dev/null
 fi
 case "${2:-}" in
-server-resp | server-native)
+server-resp | server-native | server-memcache)
     BIN=$1
     LOADGEN=${3:-$BIN}
     SCHEME=${2#server-}
     DIR=$(mktemp -d /tmp/callgrind-server.XXXXXX)
-    # A free port for TCP and UDP alike (the server binds both), chosen by the kernel.
-    PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # Free ports for TCP and UDP alike (the server binds both), chosen by the kernel: the RESP
+    # port (INFO is read there in every mode) and the memcached port.
+    read -r PORT MC_PORT < <(python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+    TARGET_PORT=$PORT
+    if [ "$SCHEME" = memcache ]; then TARGET_PORT=$MC_PORT; fi
     # Persistence (a build that has it): off unless APPENDONLY=yes (APPENDFSYNC=always|
     # everysec|no), its files in the temporary directory.
     PERSIST=()
     if "$BIN" serve --help | grep -q -- --appendonly; then
         PERSIST=(--dir "$DIR/data" --appendonly "${APPENDONLY:-no}" --appendfsync "${APPENDFSYNC:-everysec}")
     fi
-    # memcached's port off: another server may hold 11211.
-    if "$BIN" serve --help | grep -q -- --memcache-port; then
-        PERSIST+=(--memcache-port 0)
-    fi
     valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
         "$BIN" serve --shards 1 --memory 64M --kv-size 16 --busy-poll-us 0 --port "$PORT" \
-        --metrics-port 0 --no-ocsm "${PERSIST[@]}" >"$DIR/server.log" 2>&1 &
+        --memcache-port "$MC_PORT" --metrics-port 0 --no-ocsm "${PERSIST[@]}" >"$DIR/server.log" 2>&1 &
     SERVER=$!
     trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$DIR"' EXIT
     for _ in $(seq 600); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$TARGET_PORT") 2>/dev/null; then break; fi
         sleep 0.1
     done
     # Operations the server's engines ran so far (INFO engine_ops, over RESP), so the count
@@ -68,7 +71,7 @@ for line in rest.decode().split("\r\n"):
         print(line.split(":")[1])
 PY
     }
-    LOAD=(--target "$SCHEME://127.0.0.1:$PORT" --workload "${WORKLOAD:-ycsb-b}" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
+    LOAD=(--target "$SCHEME://127.0.0.1:$TARGET_PORT" --workload "${WORKLOAD:-ycsb-b}" --keys 100000 --connections 4 --depth 64 --no-busy-poll --json)
     "$LOADGEN" bench run "${LOAD[@]}" --seconds 1 >/dev/null
     callgrind_control --zero "$SERVER" >/dev/null
     BEFORE=$(engine_ops)

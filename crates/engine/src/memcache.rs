@@ -6,7 +6,9 @@
 //!  apply_mc(op, cur, item, now, cas)   pure like apply.rs: the caller stores the effect;
 //!                                      `cas` is the CAS a write takes (`cas_at`)
 //!   McGet     reply value ++ [flags][cas][deadline]; a touch sets the deadline (Touch);
-//!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch)
+//!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch); one
+//!             that only reads (`mc_get_reads`: memcached's get) never comes here: the
+//!             pipeline answers it as a GET (`retire::run_single`, `push_read`)
 //!   McStore   add/replace/append/prepend conditions, then the CAS compare; the new item
 //!             takes the next CAS (or the given one); append/prepend keep flags, deadline
 //!   McDelete  the CAS compare, then Delete
@@ -74,6 +76,36 @@ fn take_cas(given: u64, cas: u64) -> u64 {
     } else {
         cas
     }
+}
+
+/// Whether `McGet` `op` on an entry whose item meta is `meta` (None: missing) only reads:
+/// no touch, and no CAS to give (none wanted, or the entry has one, or there is no entry).
+/// Such an operation's result is the value and `push_trailer`'s trailer, or NotFound, exactly
+/// as `apply_mc` gives it with `Effect::Keep`: the pipeline answers it the read-only way
+/// (`retire::run_single`), without the apply and store machinery. Malformed arguments are not
+/// reads (`apply_mc` refuses them).
+#[inline(always)]
+pub(crate) fn mc_get_reads(op: &Op, meta: Option<Meta>) -> bool {
+    op.arg.is_empty()
+        && match op.arg2 {
+            [] | [0] => true,
+            [1] => meta.is_none_or(|m| m.is_some()),
+            _ => false,
+        }
+}
+
+/// `McGet`'s Ok data for a read (`mc_get_reads`): the value, then the trailer.
+#[inline(always)]
+pub(crate) fn push_read(out: &mut Vec<u8>, value: &[u8], deadline: u64, meta: Meta) {
+    crate::op::push_small(out, value);
+    push_trailer(
+        out,
+        ItemMeta {
+            flags: meta.flags,
+            cas: meta.cas,
+            deadline,
+        },
+    );
 }
 
 /// Checks a memcache operation's arguments (the length of `McStore`'s data is checked with the

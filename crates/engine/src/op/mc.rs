@@ -55,10 +55,14 @@ pub fn split_get(data: &[u8]) -> Option<(&[u8], ItemMeta)> {
 }
 
 /// Appends `McGet`'s trailer for `meta` to `out`.
+#[inline(always)]
 pub(crate) fn push_trailer(out: &mut Vec<u8>, meta: ItemMeta) {
-    out.extend_from_slice(&meta.flags.to_le_bytes());
-    out.extend_from_slice(&meta.cas.to_le_bytes());
-    out.extend_from_slice(&meta.deadline.to_le_bytes());
+    // One copy of a fixed-size array: three appends cost three capacity checks.
+    let mut t = [0u8; GET_TRAILER_BYTES];
+    t[0..4].copy_from_slice(&meta.flags.to_le_bytes());
+    t[4..12].copy_from_slice(&meta.cas.to_le_bytes());
+    t[12..20].copy_from_slice(&meta.deadline.to_le_bytes());
+    out.extend_from_slice(&t);
 }
 
 /// `McGet`'s `arg`: touch the deadline to `deadline` (`NO_DEADLINE` removes it).

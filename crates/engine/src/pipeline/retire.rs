@@ -4,7 +4,8 @@
 //!  lone leader   GET            main-bucket probe, else the general lookup
 //!                PUT / PUT XX   same-length inline value rewritten in place in its bucket
 //!                add/sub 4|8 B  inline counter changed in place in its main bucket
-//!                else           run_single: lookup, apply, store
+//!                else           run_single: lookup, apply, store (a GET, or a memcached
+//!                               get that only reads: lookup and reply, no apply)
 //!  group         run_group: one lookup, each op applied to the forwarded value (a run of
 //!                built-in integer adds/subtracts in a register), one write-back; replayed op
 //!                by op if the write-back runs out of memory
@@ -188,6 +189,26 @@ impl Pipeline<'_> {
                 Some(l) => out.finish_found(i, self.table.value(l), op.no_return),
                 None => out.finish(i, Status::NotFound, start),
             }
+            self.stats.charge(op.kind, self.access);
+            return;
+        }
+        // A memcached get (no touch, no CAS to give) reads as a GET does, with the item's
+        // flags, CAS and deadline after the value (issue 21: the bulk of the memcached port's
+        // operations, which `apply` would otherwise decode, check and store as `Keep`).
+        if op.kind == OpKind::McGet
+            && crate::memcache::mc_get_reads(op, loc.as_ref().map(|l| l.meta()))
+        {
+            let status = match &loc {
+                Some(l) => {
+                    if !op.no_return {
+                        let v = self.table.value(l);
+                        crate::memcache::push_read(out.buf(), v, l.deadline(), l.meta());
+                    }
+                    Status::Ok
+                }
+                None => Status::NotFound,
+            };
+            out.finish(i, status, start);
             self.stats.charge(op.kind, self.access);
             return;
         }

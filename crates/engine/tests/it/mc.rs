@@ -891,6 +891,63 @@ proptest! {
     }
 }
 
+/// A memcached get that only reads (no touch, no CAS to give) is answered the read-only way
+/// (`retire::run_single`, without apply and store): with the value, flags, CAS and deadline
+/// as before, counted once as an `McGet`, in a window with writes; one after a write of its key
+/// in the same window sees the write; a `gets` of an entry without meta still gives it a CAS,
+/// which a get after it sees.
+#[test]
+fn plain_gets_take_the_read_road_with_their_meta() {
+    for threshold in [0, 51] {
+        let mut e = engine_with(8, threshold, ExecMode::Forward);
+        let (_, cas_a) = store(&mut e, b"a", b"va", set(7, LATER));
+        let (_, cas_b) = store(&mut e, b"b", b"vb", set(9, NO_DEADLINE));
+        assert_eq!(one(&mut e, Op::put(b"r", b"resp")).0, Status::Ok);
+        e.reset_stats();
+        let args = set(3, NO_DEADLINE).encode();
+        let ops = [
+            Op::mc_store(b"w", b"vw", &args),
+            Op::mc_get(b"a", &[], &[]),
+            Op::mc_get(b"b", &[], &[0]),
+            Op::mc_get(b"missing", &[], &[]),
+            Op::mc_get(b"w", &[], &[]),
+            Op::mc_get(b"r", &[], &[]),
+            Op::get(b"a"),
+            Op::mc_get(b"r", &[], &mc::WANT_CAS),
+            Op::mc_get(b"r", &[], &[]),
+        ];
+        let got = run(&mut e, &ops);
+        assert_eq!(got[0].0, Status::Ok);
+        let cas_w = u64s(&got[0].1)[0];
+        let meta = |d: &[u8]| mc::split_get(d).map(|(v, m)| (v.to_vec(), m));
+        let item = |v: &[u8], flags, cas, deadline| {
+            Some((
+                v.to_vec(),
+                ItemMeta {
+                    flags,
+                    cas,
+                    deadline,
+                },
+            ))
+        };
+        assert_eq!(meta(&got[1].1), item(b"va", 7, cas_a, LATER));
+        assert_eq!(meta(&got[2].1), item(b"vb", 9, cas_b, NO_DEADLINE));
+        assert_eq!(got[3].0, Status::NotFound);
+        assert_eq!(meta(&got[4].1), item(b"vw", 3, cas_w, NO_DEADLINE));
+        assert_eq!(meta(&got[5].1), item(b"resp", 0, 0, NO_DEADLINE));
+        assert_eq!(got[6], (Status::Ok, b"va".to_vec()));
+        // `gets` gave the RESP key a CAS (its operation's), which the get after it sees.
+        let given = meta(&got[7].1).expect("found").1.cas;
+        assert!(given > cas_w, "{given} {cas_w}");
+        assert_eq!(meta(&got[8].1), item(b"resp", 0, given, NO_DEADLINE));
+        let s = e.stats();
+        assert_eq!(s.kind(OpKind::McGet).ops, 7, "threshold {threshold}");
+        assert_eq!(s.kind(OpKind::Get).ops, 1);
+        assert_eq!(s.kind(OpKind::McStore).ops, 1);
+        e.check_invariants();
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Memory: what flags and CAS cost per item.
 

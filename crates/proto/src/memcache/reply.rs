@@ -154,21 +154,50 @@ pub fn write_server_error(out: &mut Vec<u8>, text: &str) {
 /// One `VALUE` of a retrieval reply; `cas` for gets and gats. End the reply with
 /// `write_status(out, Status::End)`.
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, value: &[u8], cas: Option<u64>) {
-    // One capacity check for the whole answer: "VALUE " key, three numbers with their spaces,
-    // two CRLFs, the value.
-    out.reserve(6 + key.len() + 3 * 21 + 4 + value.len());
+    // The numbers are written into a fixed-size stack buffer, which is appended whole (a
+    // copy the compiler inlines) and cut back to the line's length: a push per digit and
+    // separator, each with its own capacity check, cost more, and so does a copy of just the
+    // used bytes (a call to `memcpy`).
+    let mut tail = [0u8; VALUE_TAIL_BYTES_MAX];
+    tail[0] = b' ';
+    let mut at = digits_forward(&mut tail, 1, u64::from(flags));
+    tail[at] = b' ';
+    at = digits_forward(&mut tail, at + 1, value.len() as u64);
+    if let Some(cas) = cas {
+        tail[at] = b' ';
+        at = digits_forward(&mut tail, at + 1, cas);
+    }
+    tail[at..at + 2].copy_from_slice(b"\r\n");
+    at += 2;
+    out.reserve(6 + key.len() + VALUE_TAIL_BYTES_MAX + value.len() + 2);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
-    out.push(b' ');
-    number(out, u64::from(flags));
-    out.push(b' ');
-    number(out, value.len() as u64);
-    if let Some(cas) = cas {
-        out.push(b' ');
-        number(out, cas);
-    }
-    out.extend_from_slice(b"\r\n");
+    let end = out.len() + at;
+    out.extend_from_slice(&tail);
+    out.truncate(end);
     line(out, value);
+}
+
+/// Bytes of a `VALUE` line after its key, at most: ` <flags u32> <bytes> <cas u64>\r\n`.
+const VALUE_TAIL_BYTES_MAX: usize = 1 + 10 + 1 + 20 + 1 + 20 + 2;
+
+/// Writes `n` in decimal into `buf` from `at` on; returns the position after it. `buf` must
+/// have room for its digits (20 at most).
+#[inline(always)]
+fn digits_forward(buf: &mut [u8], at: usize, n: u64) -> usize {
+    let mut len = 1;
+    let mut rest = n / 10;
+    while rest > 0 {
+        len += 1;
+        rest /= 10;
+    }
+    let end = at + len;
+    let mut rest = n;
+    for d in buf[at..end].iter_mut().rev() {
+        *d = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    end
 }
 
 /// The reply to incr and decr: the new value.
@@ -352,4 +381,35 @@ pub fn encode_request(request: &Request<'_>, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_value;
+
+    /// The fixed-size number buffer gives memcached's line at every key and value length
+    /// around the short ones, and for the extreme numbers.
+    #[test]
+    fn value_lines_are_exact_at_every_short_length() {
+        for klen in 1..=20usize {
+            for vlen in 0..=20usize {
+                let key: Vec<u8> = (0..klen).map(|i| b'a' + i as u8).collect();
+                let value: Vec<u8> = (0..vlen).map(|i| b'A' + i as u8).collect();
+                for (flags, cas) in [(0, None), (9, Some(10)), (u32::MAX, Some(u64::MAX))] {
+                    let mut out = b"x".to_vec();
+                    write_value(&mut out, &key, flags, &value, cas);
+                    let mut want = b"xVALUE ".to_vec();
+                    want.extend_from_slice(&key);
+                    want.extend_from_slice(format!(" {flags} {vlen}").as_bytes());
+                    if let Some(c) = cas {
+                        want.extend_from_slice(format!(" {c}").as_bytes());
+                    }
+                    want.extend_from_slice(b"\r\n");
+                    want.extend_from_slice(&value);
+                    want.extend_from_slice(b"\r\n");
+                    assert_eq!(out, want, "key {klen} value {vlen}");
+                }
+            }
+        }
+    }
 }

@@ -102,7 +102,7 @@ impl Table {
     fn touched_slow(&self, ops: &[Op<'_>], results: &Results) {
         let keys = self.lock();
         for (i, op) in ops.iter().enumerate() {
-            if !op.kind.writes() || results.status(i) != Status::Ok {
+            if !op.acknowledges_a_write() || results.status(i) != Status::Ok {
                 continue;
             }
             if let Some(watchers) = keys.get(op.key) {

@@ -37,6 +37,7 @@ mod memcache_differential;
 mod memcache_gen;
 mod memcache_hostile;
 mod memcache_meta;
+mod memcache_soak;
 mod memcache_text;
 mod native;
 mod native_empty_key;

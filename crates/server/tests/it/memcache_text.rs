@@ -544,3 +544,31 @@ fn stats_reset_zeroes_what_memcached_zeroes() {
     drop(memcached);
     srv.stop();
 }
+
+/// A memcached `get` only reads: a RESP WATCH on the key lets the transaction through (it was
+/// counted as a write once, as the op kind may give the item a CAS); `gat`, which changes the
+/// deadline, is a write and aborts it.
+#[test]
+fn a_plain_get_does_not_touch_a_watched_key_and_gat_does() {
+    let srv = common::start(2);
+    let mut c = Mc::connect(&srv);
+    let mut r = Client::connect(&srv);
+    c.expect("set wk 0 0 1\r\nx\r\n", &["STORED"]);
+    assert_eq!(r.cmd(&["WATCH", "wk"]), ok());
+    c.expect("get wk\r\n", &["VALUE wk 0 1", "x", "END"]);
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        r.cmd(&["SET", "other", "1"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(r.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
+    assert_eq!(r.cmd(&["WATCH", "wk"]), ok());
+    c.expect("gat 100 wk\r\n", &["VALUE wk 0 1", "x", "END"]);
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        r.cmd(&["SET", "other", "2"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(r.cmd(&["EXEC"]), Reply::Array(None));
+    srv.stop();
+}
