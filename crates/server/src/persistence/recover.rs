@@ -1,17 +1,73 @@
-//! Recovery at start (issue 22 item 3): the store in `dir` is opened, locked and loaded into
-//! one engine per shard before any shard thread starts.
+//! Recovery at start (issue 22 item 3): the store in `dir` is locked, checked and loaded into
+//! one engine per shard, in parallel, before any shard thread starts; each shard's log is
+//! handed back positioned after its last good record, for the shard to append to.
 //!
-//! (Being written: this session's recovery helper replaces this file.)
+//! ```text
+//!   open(cfg)
+//!     create dir; DirLock (a second server on the dir is refused, naming the holder's pid)
+//!     no MANIFEST  -> a new store: cfg.shard_count() logs (first Lsn 1, durable), then the
+//!                     MANIFEST of generation 1 naming them
+//!     MANIFEST     -> the shard count it holds (see "Shard count" below), then
+//!                     thread per shard ──> engine (eviction off while loading)
+//!                        ├ snapshot header: its Lsn S
+//!                        ├ logs of the chain, in order: records <= S skipped; before the
+//!                        │   first record > S the snapshot is loaded (at min(now, its now));
+//!                        │   each record replayed at its own `now` with its CAS counter
+//!                        └ the last log: a torn tail cut (LogWriter::resume) and reported
+//!                     main thread: a progress line each second, then the summary
+//!                     leftovers (files the manifest does not name, MANIFEST.tmp) removed
+//! ```
+//!
+//! **What refuses to start.** Anything a crash cannot make: corruption in the middle of a log,
+//! a torn tail in a log that is not its shard's last, a snapshot that does not read whole, a
+//! file the manifest names that is missing, a log whose Lsns do not continue the one before it
+//! (or leave a gap after the snapshot), a file of another shard. The error names the file and
+//! the offset and says what `directkv check DIR [--repair]` can do. A torn tail of a shard's
+//! last log is what a crash makes (a write cut short, never acknowledged): it is truncated and
+//! reported (file, offset, bytes cut).
+//!
+//! **Expired keys are not resurrected.** The snapshot is loaded just before the first record
+//! after it, at the smaller of that record's `now` and the real time (at the real time when no
+//! record follows), so entries whose deadline had passed are left out and every entry a later
+//! record may touch (a PERSIST before the deadline) is there. Each record replays at its own
+//! `now`, so a key that expired between two records behaves as it did. What expired after the
+//! last record is invisible from the first batch on (the shards set the real `now` per batch)
+//! and reclaimed by lazy expiry and the sweeper, whose deletes are logged.
+//!
+//! **Shard count.** A store keeps the shard count it was written with: a key's shard is a
+//! function of its hash and the count (`shard::dispatch::shard_of`), and each shard's log
+//! replays into its own engine. `--shards 0` (the default) takes the stored count; a different
+//! explicit count is refused with a message that says so (re-sharding on start is not built:
+//! it would rewrite every key into new snapshots before serving).
+//!
+//! **Memory.** Each shard's engine has `memory / shards` as when serving, and replays with
+//! eviction off: the evictions the original made are in the log, so the same memory rebuilds
+//! the same store. A snapshot that does not fit refuses to start; writes that run out of memory
+//! on replay are counted and reported (a store restarted with less `--memory` than it was
+//! written with), since a write that ran out the first time also runs out on replay.
+//!
+//! Non-goals: re-sharding; repairing (`directkv check --repair` does, on an operator's word).
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
-use directkv_engine::Engine;
+use directkv_engine::{Engine, EngineConfig, EvictionPolicy, Results};
+use directkv_persist::batch;
 use directkv_persist::fs::Fs;
-use directkv_persist::lock::DirLock;
-use directkv_persist::log::LogWriter;
-use directkv_persist::manifest::Manifest;
+use directkv_persist::image;
+use directkv_persist::lock::{DirLock, LOCK_FILE};
+use directkv_persist::log::{self, LogEnd, LogHeader, LogWriter, Lsn, LOG_HEADER_BYTES};
+use directkv_persist::manifest::{self, Manifest, ShardFiles, MANIFEST_FILE, MANIFEST_TMP_FILE};
+use directkv_persist::snapshot::{self, SnapshotError, SnapshotLimits};
 
 use crate::config::ServerConfig;
+
+/// How often the progress line is logged while shards load.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// Records (or snapshot groups) a loading shard handles between updates of its progress.
+const PROGRESS_EVERY: u64 = 1024;
 
 /// A store opened for serving: per shard its engine (loaded) and its log (positioned after
 /// its last good record), the manifest as stored, and the directory's lock.
@@ -21,10 +77,617 @@ pub(crate) struct Opened {
     pub(crate) logs: Vec<LogWriter>,
     pub(crate) manifest: Manifest,
     pub(crate) lock: DirLock,
+    /// What loading found, for the caller's report and the tests.
+    pub(crate) summary: Summary,
+}
+
+/// What recovery did, in all and per shard.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Summary {
+    /// True when the directory held no store and a new one was made.
+    pub(crate) created: bool,
+    pub(crate) shards: Vec<ShardSummary>,
+    /// Files removed because the manifest does not name them.
+    pub(crate) removed: Vec<String>,
+    pub(crate) elapsed: Duration,
+}
+
+/// What loading one shard found.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShardSummary {
+    /// Keys in the engine after loading (expired ones not yet reclaimed included).
+    pub(crate) keys: u64,
+    /// Entries of the snapshot stored, and left out as expired.
+    pub(crate) snapshot_keys: u64,
+    pub(crate) snapshot_expired: u64,
+    /// Records replayed, and records skipped because the snapshot includes them.
+    pub(crate) records: u64,
+    pub(crate) skipped: u64,
+    /// Bytes of snapshot and log files read.
+    pub(crate) bytes: u64,
+    /// The torn tail cut from the last log: (file, offset, bytes cut).
+    pub(crate) torn: Option<(PathBuf, u64, u64)>,
+    /// Replayed writes that ran out of memory.
+    pub(crate) out_of_memory: u64,
+    pub(crate) elapsed: Duration,
+}
+
+impl Summary {
+    pub(crate) fn keys(&self) -> u64 {
+        self.shards.iter().map(|s| s.keys).sum()
+    }
+}
+
+/// What `directkv check` can do, appended to a refusal.
+fn hint(dir: &Path, repairable: bool) -> String {
+    if repairable {
+        format!(
+            "; `directkv check {0}` reports every file, and `directkv check {0} --repair` truncates the log at the damage (dropping the records after it) so the server can start",
+            dir.display()
+        )
+    } else {
+        format!(
+            "; `directkv check {}` reports every file (--repair cannot mend this: restore the file from a copy, or move the directory away to start empty)",
+            dir.display()
+        )
+    }
 }
 
 /// Opens the store in `cfg.dir` (created with an empty store if missing), or says why not.
 pub(crate) fn open(cfg: &ServerConfig, fs: Arc<dyn Fs>) -> Result<Opened, String> {
-    let _ = (cfg, fs);
-    Err("recovery is not built yet".into())
+    let start = Instant::now();
+    let dir = &cfg.dir;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{}: cannot create the data directory: {e}", dir.display()))?;
+    let lock = DirLock::acquire(dir).map_err(|e| e.to_string())?;
+    let stored = manifest::load(&*fs, dir).map_err(|e| format!("{e}{}", hint(dir, false)))?;
+    let mut opened = match stored {
+        None => create(cfg, &*fs, lock)?,
+        Some(m) => recover(cfg, fs.clone(), m, lock)?,
+    };
+    opened.summary.removed = remove_leftovers(&*fs, dir, &opened.manifest)?;
+    opened.summary.elapsed = start.elapsed();
+    report(dir, &opened.summary);
+    Ok(opened)
+}
+
+/// The loading engine's configuration: the serving one with eviction off (evictions are in
+/// the log; `batch::Record::replay`).
+fn loading_config(cfg: &ServerConfig, shards: usize) -> EngineConfig {
+    let mut e = crate::shard::engine_config(cfg, shards);
+    e.eviction_policy = EvictionPolicy::NoEviction;
+    e
+}
+
+/// Whether `name` is a persistence data file (a log or a snapshot).
+fn is_data_file(name: &str) -> bool {
+    (name.starts_with("log-") && name.ends_with(".dkvl"))
+        || (name.starts_with("snap-") && name.ends_with(".dkvs"))
+}
+
+/// The names of the directory's entries.
+fn dir_names(dir: &Path) -> Result<Vec<String>, String> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: read_dir: {e}", dir.display()))?;
+    let mut names = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| format!("{}: read_dir: {e}", dir.display()))?;
+        if let Some(n) = entry.file_name().to_str() {
+            names.push(n.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// A new store: a log per shard (durable before the manifest names it), then the manifest.
+/// Data files left without a manifest are leftovers of a creation that crashed when every one
+/// is a log without records; anything else is refused rather than deleted (a MANIFEST removed
+/// by hand would otherwise cost the store).
+fn create(cfg: &ServerConfig, fs: &dyn Fs, lock: DirLock) -> Result<Opened, String> {
+    let dir = &cfg.dir;
+    let mut removed = Vec::new();
+    for name in dir_names(dir)? {
+        let path = dir.join(&name);
+        if name == MANIFEST_TMP_FILE {
+            removed.push(name);
+            continue;
+        }
+        if !is_data_file(&name) {
+            continue;
+        }
+        let len = std::fs::metadata(&path)
+            .map(|m| m.len())
+            .unwrap_or(u64::MAX);
+        if !name.ends_with(".dkvl") || len > LOG_HEADER_BYTES as u64 {
+            return Err(format!(
+                "{}: holds {name} ({len} bytes) but no {MANIFEST_FILE}: refusing to start a new store over data files; restore the MANIFEST, or move the files away to start empty{}",
+                dir.display(),
+                hint(dir, false)
+            ));
+        }
+        removed.push(name);
+    }
+    for name in &removed {
+        fs.remove(&dir.join(name))
+            .map_err(|e| format!("{}: remove: {e}", dir.join(name).display()))?;
+        tracing::info!(file = %dir.join(name).display(), "removed a leftover of a store whose creation did not finish");
+    }
+    let shards = cfg.shard_count();
+    let generation = 1;
+    let mut logs = Vec::with_capacity(shards);
+    let mut files = Vec::with_capacity(shards);
+    for shard in 0..shards {
+        let name = manifest::log_file_name(shard, generation);
+        let header = LogHeader {
+            shard: shard as u32,
+            first_lsn: 1,
+        };
+        let w = LogWriter::create(fs, &dir.join(&name), header, super::log_limits())
+            .map_err(|e| e.to_string())?;
+        logs.push(w);
+        files.push(ShardFiles {
+            snapshot: None,
+            logs: vec![name],
+        });
+    }
+    let m = Manifest {
+        generation,
+        shards: files,
+    };
+    manifest::store(fs, dir, &m).map_err(|e| e.to_string())?;
+    let engine_cfg = crate::shard::engine_config(cfg, shards);
+    let mut engines = Vec::with_capacity(shards);
+    for _ in 0..shards {
+        engines.push(Engine::new(engine_cfg.clone()).map_err(|e| e.to_string())?);
+    }
+    tracing::info!(dir = %dir.display(), shards, "created a new store");
+    Ok(Opened {
+        shards,
+        engines,
+        logs,
+        manifest: m,
+        lock,
+        summary: Summary {
+            created: true,
+            shards: vec![ShardSummary::default(); shards],
+            ..Summary::default()
+        },
+    })
+}
+
+/// The shard count a stored manifest of `stored` shards is opened with.
+fn shard_count(cfg: &ServerConfig, stored: usize) -> Result<usize, String> {
+    if cfg.shards == 0 || cfg.shards == stored {
+        return Ok(stored);
+    }
+    Err(format!(
+        "{} holds a store of {stored} shards; start with --shards {stored} or --shards 0 (the stored count), or choose another --dir (changing the shard count of a store is not supported)",
+        cfg.dir.display()
+    ))
+}
+
+/// One loading shard's progress, read by the main thread's progress line.
+#[derive(Default)]
+struct Progress {
+    keys: AtomicU64,
+    records: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Loads every shard of `m` in parallel, one thread each.
+fn recover(
+    cfg: &ServerConfig,
+    fs: Arc<dyn Fs>,
+    m: Manifest,
+    lock: DirLock,
+) -> Result<Opened, String> {
+    let shards = shard_count(cfg, m.shards.len())?;
+    let load_cfg = loading_config(cfg, shards);
+    let policy = cfg.eviction_policy().unwrap_or_default();
+    let progress: Vec<Progress> = (0..shards).map(|_| Progress::default()).collect();
+    let start = Instant::now();
+    let mut loaded: Vec<Option<Result<Loaded, String>>> = (0..shards).map(|_| None).collect();
+    std::thread::scope(|scope| -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        for (shard, files) in m.shards.iter().enumerate() {
+            let tx = tx.clone();
+            let (fs, load_cfg, progress) = (&*fs, &load_cfg, &progress[shard]);
+            let dir = &cfg.dir;
+            std::thread::Builder::new()
+                .name(format!("load-{shard}"))
+                .spawn_scoped(scope, move || {
+                    let r = load_shard(fs, dir, shard, files, load_cfg, progress);
+                    let _ = tx.send((shard, r));
+                })
+                .map_err(|e| format!("cannot start a loading thread: {e}"))?;
+        }
+        drop(tx);
+        let mut left = shards;
+        while left > 0 {
+            match rx.recv_timeout(PROGRESS_INTERVAL) {
+                Ok((shard, r)) => {
+                    loaded[shard] = Some(r);
+                    left -= 1;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => log_progress(&progress, start),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    })?;
+    let mut engines = Vec::with_capacity(shards);
+    let mut logs = Vec::with_capacity(shards);
+    let mut summaries = Vec::with_capacity(shards);
+    for (shard, r) in loaded.into_iter().enumerate() {
+        let mut l = r.unwrap_or_else(|| Err(format!("shard {shard}: its loading thread died")))?;
+        l.engine.set_eviction_policy(policy);
+        engines.push(l.engine);
+        logs.push(l.writer);
+        summaries.push(l.summary);
+    }
+    Ok(Opened {
+        shards,
+        engines,
+        logs,
+        manifest: m,
+        lock,
+        summary: Summary {
+            created: false,
+            shards: summaries,
+            ..Summary::default()
+        },
+    })
+}
+
+fn log_progress(progress: &[Progress], start: Instant) {
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let mut keys_total = 0;
+    for (shard, p) in progress.iter().enumerate() {
+        let keys = p.keys.load(Ordering::Relaxed);
+        keys_total += keys;
+        tracing::info!(
+            shard,
+            keys,
+            records = p.records.load(Ordering::Relaxed),
+            mb_read = p.bytes.load(Ordering::Relaxed) as f64 / 1e6,
+            keys_per_sec = (keys as f64 / secs) as u64,
+            "loading"
+        );
+    }
+    tracing::info!(
+        keys = keys_total,
+        seconds = secs,
+        keys_per_sec = (keys_total as f64 / secs) as u64,
+        "loading the store"
+    );
+}
+
+/// One shard loaded: its engine, its log's writer and what loading found.
+struct Loaded {
+    engine: Engine,
+    writer: LogWriter,
+    summary: ShardSummary,
+}
+
+/// The real time in ms since the Unix epoch (the shards' clock: `expiry::now_ms`).
+fn now_ms() -> u64 {
+    crate::shard::expiry::now_ms()
+}
+
+/// A shard's snapshot, loaded at the first record after it (module comment).
+struct PendingSnapshot {
+    path: PathBuf,
+    lsn: Lsn,
+}
+
+/// Loads shard `shard` from `files`: its snapshot, then its chain of logs.
+fn load_shard(
+    fs: &dyn Fs,
+    dir: &Path,
+    shard: usize,
+    files: &ShardFiles,
+    load_cfg: &EngineConfig,
+    progress: &Progress,
+) -> Result<Loaded, String> {
+    let start = Instant::now();
+    let mut sum = ShardSummary::default();
+    let mut engine = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
+    let mut pending = match &files.snapshot {
+        None => None,
+        Some(name) => {
+            let path = dir.join(name);
+            let h = snapshot::read_header(fs, &path).map_err(|e| snapshot_refusal(dir, e))?;
+            if h.shard as usize != shard {
+                return Err(format!(
+                    "{}: a snapshot of shard {}, named by the MANIFEST for shard {shard}{}",
+                    path.display(),
+                    h.shard,
+                    hint(dir, false)
+                ));
+            }
+            Some(PendingSnapshot { path, lsn: h.lsn })
+        }
+    };
+    let snap_lsn = pending.as_ref().map_or(0, |p| p.lsn);
+    if files.logs.is_empty() {
+        return Err(format!(
+            "{}: the MANIFEST names no log for shard {shard}{}",
+            dir.join(MANIFEST_FILE).display(),
+            hint(dir, false)
+        ));
+    }
+    let mut out = Results::default();
+    let mut next_lsn: Option<Lsn> = None;
+    let mut writer = None;
+    for (i, name) in files.logs.iter().enumerate() {
+        let path = dir.join(name);
+        let last = i + 1 == files.logs.len();
+        // A snapshot's load failing inside the scan is reported as itself, not as the log's.
+        let mut snap_err: Option<String> = None;
+        let scanned = log::scan(fs, &path, super::log_limits(), |lsn, payload| {
+            sum.bytes += (payload.len() + log::RECORD_HEADER_BYTES) as u64;
+            if lsn <= snap_lsn {
+                sum.skipped += 1;
+                return Ok(());
+            }
+            let rec = batch::decode(payload).map_err(|e| e.to_string())?;
+            if let Some(p) = pending.take() {
+                if !rec.head.flush {
+                    let at = rec.head.now.min(now_ms());
+                    if let Err(e) = load_snapshot(fs, dir, &p, &mut engine, at, &mut sum, progress)
+                    {
+                        snap_err = Some(e.clone());
+                        return Err(e);
+                    }
+                }
+            }
+            if rec.head.flush {
+                let cas = engine.cas_next();
+                engine = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
+                engine.set_cas_next(cas);
+            }
+            sum.out_of_memory += rec.replay(&mut engine, &mut out);
+            sum.records += 1;
+            if sum.records % PROGRESS_EVERY == 0 {
+                progress.keys.store(engine.counts().keys, Ordering::Relaxed);
+                progress.records.store(sum.records, Ordering::Relaxed);
+                progress.bytes.store(sum.bytes, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        let scan = match (scanned, snap_err) {
+            (Err(_), Some(e)) => return Err(e),
+            (Err(log::LogError::Io { source, .. }), None)
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(format!(
+                    "{}: named by the MANIFEST as log {} of shard {shard}, but missing{}",
+                    path.display(),
+                    i + 1,
+                    hint(dir, false)
+                ))
+            }
+            (Err(e @ log::LogError::Corrupt { .. }), None) => {
+                return Err(format!("{e}{}", hint(dir, false)))
+            }
+            (Err(e), None) => return Err(format!("{e}{}", hint(dir, true))),
+            (Ok(s), _) => s,
+        };
+        check_chain(dir, &path, shard, &scan.header, next_lsn, snap_lsn)?;
+        match scan.end {
+            LogEnd::Clean => {}
+            LogEnd::Corrupt { offset, reason, .. } => {
+                return Err(format!(
+                    "{}: corrupt at offset {offset}: {reason}{}",
+                    path.display(),
+                    hint(dir, true)
+                ))
+            }
+            LogEnd::TornTail {
+                offset,
+                bytes_dropped,
+            } if !last => {
+                return Err(format!(
+                    "{}: torn at offset {offset} ({bytes_dropped} bytes after the last good record), but it is not the last log of shard {shard}: no crash leaves that{}",
+                    path.display(),
+                    hint(dir, true)
+                ))
+            }
+            LogEnd::TornTail {
+                offset,
+                bytes_dropped,
+            } => sum.torn = Some((path.clone(), offset, bytes_dropped)),
+        }
+        next_lsn = Some(scan.next_lsn);
+        if last {
+            writer = Some(
+                LogWriter::resume(fs, &path, &scan, super::log_limits())
+                    .map_err(|e| e.to_string())?,
+            );
+            if let Some((file, offset, bytes)) = &sum.torn {
+                tracing::warn!(
+                    file = %file.display(),
+                    offset,
+                    bytes_cut = bytes,
+                    "a torn record at the end of the log (a write a crash cut short, never acknowledged) was truncated"
+                );
+            }
+        }
+    }
+    let writer = writer.expect("a shard has a last log");
+    if writer.next_lsn() <= snap_lsn {
+        return Err(format!(
+            "{}: shard {shard}'s logs end before the Lsn its snapshot includes ({snap_lsn}): the next record would take Lsn {}, which a later recovery would skip{}",
+            writer.path().display(),
+            writer.next_lsn(),
+            hint(dir, false)
+        ));
+    }
+    if let Some(p) = pending.take() {
+        load_snapshot(fs, dir, &p, &mut engine, now_ms(), &mut sum, progress)?;
+    }
+    sum.keys = engine.counts().keys;
+    sum.elapsed = start.elapsed();
+    progress.keys.store(sum.keys, Ordering::Relaxed);
+    progress.records.store(sum.records, Ordering::Relaxed);
+    progress.bytes.store(sum.bytes, Ordering::Relaxed);
+    Ok(Loaded {
+        engine,
+        writer,
+        summary: sum,
+    })
+}
+
+/// Checks that the log at `path` belongs to `shard` and continues the chain: its first Lsn
+/// is the one after the previous log's last (`next`), or, for the first log, at most one
+/// after the snapshot's Lsn (records it includes may be in the log; none may be missing).
+fn check_chain(
+    dir: &Path,
+    path: &Path,
+    shard: usize,
+    header: &LogHeader,
+    next: Option<Lsn>,
+    snap_lsn: Lsn,
+) -> Result<(), String> {
+    if header.shard as usize != shard {
+        return Err(format!(
+            "{}: a log of shard {}, named by the MANIFEST for shard {shard}{}",
+            path.display(),
+            header.shard,
+            hint(dir, false)
+        ));
+    }
+    let ok = match next {
+        Some(n) => header.first_lsn == n,
+        None => header.first_lsn <= snap_lsn + 1,
+    };
+    if !ok {
+        let want = match next {
+            Some(n) => format!("{n}, the one after the previous log's last"),
+            None => format!(
+                "at most {}, the one after the snapshot's (records would be missing)",
+                snap_lsn + 1
+            ),
+        };
+        return Err(format!(
+            "{}: starts at Lsn {}, expected {want}: a gap in shard {shard}'s log chain{}",
+            path.display(),
+            header.first_lsn,
+            hint(dir, false)
+        ));
+    }
+    Ok(())
+}
+
+/// Loads the snapshot `p` into `engine` at `now` (entries expired at it are left out).
+fn load_snapshot(
+    fs: &dyn Fs,
+    dir: &Path,
+    p: &PendingSnapshot,
+    engine: &mut Engine,
+    now: u64,
+    sum: &mut ShardSummary,
+    progress: &Progress,
+) -> Result<(), String> {
+    engine.set_now(now);
+    let loaded =
+        image::load_image_observed(fs, &p.path, engine, SnapshotLimits::default(), |entries| {
+            if entries % (PROGRESS_EVERY * 64) == 0 {
+                progress.keys.store(entries, Ordering::Relaxed);
+            }
+        })
+        .map_err(|e| snapshot_refusal(dir, e))?;
+    sum.snapshot_keys = loaded.loaded;
+    sum.snapshot_expired = loaded.expired;
+    sum.bytes += loaded.file.file_bytes;
+    progress
+        .bytes
+        .fetch_add(loaded.file.file_bytes, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A snapshot that cannot be loaded, as a refusal to start.
+fn snapshot_refusal(dir: &Path, e: SnapshotError) -> String {
+    match e {
+        SnapshotError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!("{e}: a snapshot the MANIFEST names is missing{}", hint(dir, false))
+        }
+        SnapshotError::Load { .. } => format!(
+            "{e}: the snapshot does not fit this server's limits (memory is split evenly over the shards: start with the --memory, --key-len-max and --value-len-max it was written with){}",
+            hint(dir, false)
+        ),
+        _ => format!("{e}{}", hint(dir, false)),
+    }
+}
+
+/// Removes the data files the manifest does not name and a leftover MANIFEST.tmp: what an
+/// update that crashed before its manifest was stored leaves. Other files are left alone.
+fn remove_leftovers(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<Vec<String>, String> {
+    let named: std::collections::HashSet<&str> = m
+        .shards
+        .iter()
+        .flat_map(|s| s.snapshot.iter().chain(&s.logs))
+        .map(String::as_str)
+        .collect();
+    let mut removed = Vec::new();
+    for name in dir_names(dir)? {
+        let leftover =
+            name == MANIFEST_TMP_FILE || (is_data_file(&name) && !named.contains(&*name));
+        if !leftover || name == LOCK_FILE || name == MANIFEST_FILE {
+            continue;
+        }
+        let path = dir.join(&name);
+        fs.remove(&path)
+            .map_err(|e| format!("{}: remove: {e}", path.display()))?;
+        tracing::info!(file = %path.display(), "removed a file the MANIFEST does not name (left by an update that did not finish)");
+        removed.push(name);
+    }
+    if !removed.is_empty() {
+        fs.sync_dir(dir)
+            .map_err(|e| format!("{}: fsync directory: {e}", dir.display()))?;
+    }
+    Ok(removed)
+}
+
+/// The summary line(s) after loading.
+fn report(dir: &Path, s: &Summary) {
+    if s.created {
+        return;
+    }
+    let ms = s.elapsed.as_millis() as u64;
+    let secs = s.elapsed.as_secs_f64().max(1e-9);
+    for (shard, sh) in s.shards.iter().enumerate() {
+        let shard_secs = sh.elapsed.as_secs_f64().max(1e-9);
+        tracing::info!(
+            shard,
+            keys = sh.keys,
+            snapshot_keys = sh.snapshot_keys,
+            snapshot_expired = sh.snapshot_expired,
+            records = sh.records,
+            records_skipped = sh.skipped,
+            mb_read = sh.bytes as f64 / 1e6,
+            keys_per_sec = (sh.keys as f64 / shard_secs) as u64,
+            ms = sh.elapsed.as_millis() as u64,
+            "shard loaded"
+        );
+        if sh.out_of_memory > 0 {
+            tracing::warn!(
+                shard,
+                writes = sh.out_of_memory,
+                "replayed writes ran out of memory: if the store was written with more --memory, restart with it, or these writes are missing"
+            );
+        }
+    }
+    let torn = s.shards.iter().filter(|sh| sh.torn.is_some()).count();
+    tracing::info!(
+        dir = %dir.display(),
+        shards = s.shards.len(),
+        keys = s.keys(),
+        records = s.shards.iter().map(|sh| sh.records).sum::<u64>(),
+        torn_tails = torn,
+        leftovers_removed = s.removed.len(),
+        keys_per_sec = (s.keys() as f64 / secs) as u64,
+        ms,
+        "store loaded"
+    );
 }
