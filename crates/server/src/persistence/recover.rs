@@ -691,3 +691,560 @@ fn report(dir: &Path, s: &Summary) {
         "store loaded"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use directkv_engine::{cond, expire_args, Op, NO_DEADLINE};
+    use directkv_persist::batch::{encode_record, RecordHead};
+    use directkv_persist::fs::RealFs;
+    use directkv_persist::snapshot::{SnapshotHeader, SnapshotOptions};
+
+    /// A directory of its own under the system's temporary one, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "dkv-recover-{}-{}-{name}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            TempDir(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn cfg(dir: &Path, shards: usize) -> ServerConfig {
+        ServerConfig {
+            dir: dir.to_path_buf(),
+            shards,
+            memory_bytes: shards * (16 << 20),
+            appendonly: true,
+            ..ServerConfig::default()
+        }
+    }
+
+    fn fs() -> Arc<dyn Fs> {
+        Arc::new(RealFs)
+    }
+
+    /// A shard as the server runs one: an engine and its log, a record per batch that wrote
+    /// (the same steps as `ShardCtx::execute`), at a clock the test sets.
+    struct Recorder {
+        engine: Engine,
+        log: LogWriter,
+        now: u64,
+        out: Results,
+    }
+
+    impl Recorder {
+        fn new(c: &ServerConfig, shard: usize, name: &str, first_lsn: Lsn) -> Recorder {
+            let engine = Engine::new(crate::shard::engine_config(c, c.shards)).unwrap();
+            Recorder::with_engine(c, engine, shard, name, first_lsn)
+        }
+
+        fn with_engine(
+            c: &ServerConfig,
+            engine: Engine,
+            shard: usize,
+            name: &str,
+            first_lsn: Lsn,
+        ) -> Recorder {
+            let header = LogHeader {
+                shard: shard as u32,
+                first_lsn,
+            };
+            let log = LogWriter::create(
+                &RealFs,
+                &c.dir.join(name),
+                header,
+                super::super::log_limits(),
+            )
+            .unwrap();
+            Recorder {
+                engine,
+                log,
+                now: now_ms() - 60_000,
+                out: Results::default(),
+            }
+        }
+
+        fn run(&mut self, ops: &[Op]) {
+            let e = &mut self.engine;
+            e.set_now(self.now);
+            let cas_before = e.cas_next();
+            e.execute(ops, &mut self.out);
+            let head = RecordHead {
+                now: self.now,
+                flush: false,
+                cas_before,
+                cas_after: e.cas_next(),
+            };
+            self.log
+                .append_if(|out| {
+                    encode_record(
+                        out,
+                        &head,
+                        e.evicted_before_batch(),
+                        ops,
+                        e.evicted_after_batch(),
+                    )
+                })
+                .unwrap();
+            self.log.write_out().unwrap();
+            self.now += 10;
+        }
+
+        fn flush(&mut self, c: &ServerConfig) {
+            let cas = self.engine.cas_next();
+            let head = RecordHead {
+                now: self.now,
+                flush: true,
+                cas_before: cas,
+                cas_after: cas,
+            };
+            self.log
+                .append_with(|out| {
+                    encode_record(out, &head, [], &[], []);
+                })
+                .unwrap();
+            self.log.write_out().unwrap();
+            self.engine = Engine::new(crate::shard::engine_config(c, c.shards)).unwrap();
+            self.engine.set_cas_next(cas);
+        }
+
+        /// A snapshot of the engine now, including every record written so far.
+        fn snapshot(&mut self, dir: &Path, shard: usize, name: &str) {
+            let header = SnapshotHeader {
+                shard: shard as u32,
+                created_ms: self.now,
+                lsn: self.log.next_lsn() - 1,
+                cas_next: 0,
+            };
+            self.engine.set_now(self.now);
+            image::write_image(
+                &RealFs,
+                &dir.join(name),
+                &mut self.engine,
+                header,
+                SnapshotOptions::default(),
+                64,
+            )
+            .unwrap();
+        }
+    }
+
+    type Live = Vec<(Vec<u8>, Vec<u8>, u64)>;
+
+    /// Every key-value alive at `now`, with its deadline, sorted.
+    fn live(e: &Engine, now: u64) -> Live {
+        let mut v = vec![];
+        e.for_each_with_deadline(|k, val, d| {
+            if d == NO_DEADLINE || d > now {
+                v.push((k.to_vec(), val.to_vec(), d));
+            }
+        });
+        v.sort();
+        v
+    }
+
+    fn store(m: &Manifest, dir: &Path) {
+        manifest::store(&RealFs, dir, m).unwrap();
+    }
+
+    fn one_shard(snapshot: Option<&str>, logs: &[&str]) -> ShardFiles {
+        ShardFiles {
+            snapshot: snapshot.map(str::to_string),
+            logs: logs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn err(r: Result<Opened, String>) -> String {
+        match r {
+            Ok(_) => panic!("recovery accepted a store it must refuse"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_new_store_is_created_and_reopens_empty() {
+        let d = TempDir::new("new");
+        let c = cfg(&d.0, 2);
+        let o = open(&c, fs()).unwrap();
+        assert!(o.summary.created);
+        assert_eq!((o.shards, o.engines.len(), o.logs.len()), (2, 2, 2));
+        assert_eq!(o.manifest.generation, 1);
+        assert_eq!(
+            o.manifest.shards[1].logs,
+            [manifest::log_file_name(1, 1)],
+            "the manifest names the logs it created"
+        );
+        assert!(o.logs.iter().all(|w| w.next_lsn() == 1));
+        drop(o);
+        let o = open(&c, fs()).unwrap();
+        assert!(!o.summary.created);
+        assert_eq!((o.shards, o.summary.keys()), (2, 0));
+        assert!(o.logs.iter().all(|w| w.next_lsn() == 1));
+    }
+
+    #[test]
+    fn a_second_open_of_the_directory_is_refused_naming_the_holder() {
+        let d = TempDir::new("lock");
+        let c = cfg(&d.0, 1);
+        let first = open(&c, fs()).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains("in use by another directkv process")
+                && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        drop(first);
+        open(&c, fs()).unwrap();
+    }
+
+    /// Shard 0: a log alone. Shard 1: a snapshot in the middle of its first log (the records
+    /// at or before its Lsn are skipped), then a second log; a flush in shard 0. Both must
+    /// come back exactly as the recorders' engines, CAS counter included.
+    #[test]
+    fn snapshots_and_chains_of_logs_replay_to_the_same_store() {
+        let d = TempDir::new("chain");
+        let c = cfg(&d.0, 2);
+        let names = (
+            manifest::log_file_name(0, 1),
+            manifest::log_file_name(1, 1),
+            manifest::log_file_name(1, 2),
+            manifest::snapshot_file_name(1, 2),
+        );
+        let mut r0 = Recorder::new(&c, 0, &names.0, 1);
+        let far = expire_args(now_ms() + 3_600_000, cond::ANY);
+        let one = 1i64.to_le_bytes();
+        r0.run(&[Op::put(b"gone", b"x")]);
+        r0.flush(&c);
+        r0.run(&[Op::put(b"a", b"1"), Op::put_expire(b"t", b"ttl", &far)]);
+        r0.run(&[Op::incr_by(b"n", &one), Op::incr_by(b"n", &one)]);
+        r0.run(&[Op::delete(b"a"), Op::put(b"b", b"2")]);
+        let mut r1 = Recorder::new(&c, 1, &names.1, 1);
+        for i in 0..50u32 {
+            let k = format!("k{i}");
+            r1.run(&[
+                Op::put(k.as_bytes(), &i.to_le_bytes()),
+                Op::incr_by(b"c", &one),
+            ]);
+        }
+        r1.snapshot(&d.0, 1, &names.3);
+        for i in 0..30u32 {
+            let k = format!("k{}", i * 2);
+            r1.run(&[Op::incr_by(b"n1", &one), Op::delete(k.as_bytes())]);
+        }
+        let next = r1.log.next_lsn();
+        let mut r1b = Recorder::with_engine(&c, r1.engine, 1, &names.2, next);
+        r1b.now = r1.now;
+        r1b.run(&[Op::put(b"late", b"yes")]);
+        store(
+            &Manifest {
+                generation: 2,
+                shards: vec![
+                    one_shard(None, &[&names.0]),
+                    one_shard(Some(&names.3), &[&names.1, &names.2]),
+                ],
+            },
+            &d.0,
+        );
+        let o = open(&c, fs()).unwrap();
+        let now = now_ms();
+        assert_eq!(live(&o.engines[0], now), live(&r0.engine, now));
+        assert_eq!(live(&o.engines[1], now), live(&r1b.engine, now));
+        assert_eq!(o.engines[0].cas_next(), r0.engine.cas_next());
+        assert_eq!(o.engines[1].cas_next(), r1b.engine.cas_next());
+        assert!(live(&o.engines[0], now).iter().all(|(k, ..)| k != b"gone"));
+        let s1 = &o.summary.shards[1];
+        assert_eq!((s1.snapshot_keys, s1.skipped, s1.records), (51, 50, 31));
+        assert_eq!(o.summary.shards[0].records, 5);
+        assert_eq!(o.logs[0].next_lsn(), 6);
+        assert_eq!(o.logs[1].next_lsn(), 82);
+        assert_eq!(o.logs[1].path(), d.0.join(&names.2));
+    }
+
+    /// A key the snapshot holds whose deadline passed before the restart is not back; one a
+    /// record after the snapshot PERSISTed before its deadline is, although its old deadline
+    /// has passed too (a load at the real time would have dropped it before the PERSIST).
+    #[test]
+    fn expired_keys_are_not_resurrected_and_persisted_ones_are_kept() {
+        let d = TempDir::new("expiry");
+        let c = cfg(&d.0, 1);
+        let (log, snap) = (
+            manifest::log_file_name(0, 1),
+            manifest::snapshot_file_name(0, 1),
+        );
+        let mut r = Recorder::new(&c, 0, &log, 1);
+        let t0 = now_ms() - 10_000;
+        r.now = t0;
+        let soon = expire_args(t0 + 1_000, cond::ANY);
+        let later = expire_args(t0 + 5_000, cond::ANY);
+        r.run(&[
+            Op::put_expire(b"expired", b"x", &soon),
+            Op::put_expire(b"kept", b"y", &soon),
+            Op::put(b"plain", b"z"),
+        ]);
+        r.snapshot(&d.0, 0, &snap);
+        r.run(&[
+            Op::persist(b"kept"),
+            Op::put_expire(b"logged", b"w", &later),
+        ]);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d.0,
+        );
+        let mut o = open(&c, fs()).unwrap();
+        let e = &mut o.engines[0];
+        e.set_now(now_ms());
+        assert_eq!(e.get(b"expired").unwrap(), None, "resurrected");
+        assert_eq!(e.get(b"logged").unwrap(), None, "resurrected from the log");
+        assert_eq!(e.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
+        assert_eq!(e.get(b"plain").unwrap().as_deref(), Some(&b"z"[..]));
+        // With no record after the snapshot, it is loaded at the real time: the expired
+        // entries are left out of the engine altogether.
+        drop(o);
+        let d2 = TempDir::new("expiry-snap-only");
+        let c2 = cfg(&d2.0, 1);
+        let mut r2 = Recorder::new(&c2, 0, &log, 1);
+        r2.now = t0;
+        r2.run(&[
+            Op::put_expire(b"expired", b"x", &soon),
+            Op::put(b"plain", b"z"),
+        ]);
+        r2.snapshot(&d2.0, 0, &snap);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d2.0,
+        );
+        let o = open(&c2, fs()).unwrap();
+        assert_eq!(
+            (o.summary.shards[0].snapshot_expired, o.summary.keys()),
+            (1, 1)
+        );
+    }
+
+    /// A log of three records with `tail` appended, the only log of a 1-shard store.
+    fn three_records(d: &Path, tail: &[u8]) -> (ServerConfig, PathBuf, Vec<u64>) {
+        let c = cfg(d, 1);
+        let name = manifest::log_file_name(0, 1);
+        let mut r = Recorder::new(&c, 0, &name, 1);
+        let mut ends = vec![r.log.file_bytes()];
+        for k in [&b"a"[..], b"b", b"c"] {
+            r.run(&[Op::put(k, b"value")]);
+            ends.push(r.log.file_bytes());
+        }
+        let path = d.join(&name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(tail);
+        std::fs::write(&path, bytes).unwrap();
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(None, &[&name])],
+            },
+            d,
+        );
+        (c, path, ends)
+    }
+
+    #[test]
+    fn a_torn_tail_of_the_last_log_is_cut_reported_and_continued() {
+        let d = TempDir::new("torn");
+        let (c, path, ends) = three_records(&d.0, &[0x2f, 0, 0, 0, 4, 0, 0]);
+        let o = open(&c, fs()).unwrap();
+        assert_eq!(
+            o.summary.shards[0].torn,
+            Some((path.clone(), ends[3], 7)),
+            "the torn tail is reported with its file, offset and bytes"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ends[3]);
+        let mut w = o.logs.into_iter().next().unwrap();
+        assert_eq!(w.next_lsn(), 4);
+        let head = RecordHead {
+            now: now_ms(),
+            ..RecordHead::default()
+        };
+        w.append_with(|out| {
+            encode_record(out, &head, [], &[Op::put(b"d", b"4")], []);
+        })
+        .unwrap();
+        w.write_out().unwrap();
+        drop(w);
+        drop(o.engines);
+        drop(o.lock);
+        let mut o = open(&c, fs()).unwrap();
+        assert_eq!(o.summary.shards[0].records, 4);
+        assert!(o.summary.shards[0].torn.is_none());
+        assert_eq!(o.engines[0].get(b"d").unwrap().as_deref(), Some(&b"4"[..]));
+    }
+
+    #[test]
+    fn a_bit_flip_in_the_middle_of_a_log_refuses_naming_the_file_and_offset() {
+        let d = TempDir::new("flip");
+        let (c, path, ends) = three_records(&d.0, &[]);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[ends[1] as usize + 25] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains(&format!("corrupt at offset {}", ends[1]))
+                && e.contains("--repair"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "a refusal changes nothing"
+        );
+    }
+
+    #[test]
+    fn damage_no_crash_makes_is_refused_with_the_file_named() {
+        // A torn tail in a log that is not the last of its chain.
+        let d = TempDir::new("damage");
+        let (c, path, ends) = three_records(&d.0, &[1, 2, 3]);
+        let second = manifest::log_file_name(0, 2);
+        Recorder::new(&c, 0, &second, 4);
+        let both = |first: &str| Manifest {
+            generation: 2,
+            shards: vec![one_shard(None, &[first, &second])],
+        };
+        store(&both(&manifest::log_file_name(0, 1)), &d.0);
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains(&format!("torn at offset {}", ends[3]))
+                && e.contains("not the last log"),
+            "{e}"
+        );
+        // A gap: the second log does not continue the first.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(ends[3] as usize);
+        std::fs::write(&path, &bytes).unwrap();
+        open(&c, fs()).unwrap();
+        std::fs::write(&path, &bytes[..ends[2] as usize]).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(e.contains(&second) && e.contains("gap"), "{e}");
+        // A missing file.
+        store(&both("log-0000-0000000099.dkvl"), &d.0);
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains("log-0000-0000000099.dkvl") && e.contains("missing"),
+            "{e}"
+        );
+        // A log of another shard.
+        let other = manifest::log_file_name(1, 3);
+        let c2 = cfg(&d.0, 2);
+        Recorder::new(&c2, 1, &other, 1);
+        store(
+            &Manifest {
+                generation: 3,
+                shards: vec![one_shard(None, &[&other])],
+            },
+            &d.0,
+        );
+        let e = err(open(&c, fs()));
+        assert!(e.contains(&other) && e.contains("a log of shard 1"), "{e}");
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused_with_the_file_and_offset() {
+        let d = TempDir::new("snap");
+        let c = cfg(&d.0, 1);
+        let (log, snap) = (
+            manifest::log_file_name(0, 1),
+            manifest::snapshot_file_name(0, 1),
+        );
+        let mut r = Recorder::new(&c, 0, &log, 1);
+        r.run(&[Op::put(b"a", b"1")]);
+        r.snapshot(&d.0, 0, &snap);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d.0,
+        );
+        open(&c, fs()).unwrap();
+        let path = d.0.join(&snap);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[64 + 20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("offset 64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_shard_count_is_the_stored_one_or_refused() {
+        let d = TempDir::new("shards");
+        drop(open(&cfg(&d.0, 2), fs()).unwrap());
+        let e = err(open(&cfg(&d.0, 3), fs()));
+        assert!(
+            e.contains("holds a store of 2 shards; start with --shards 2 or --shards 0"),
+            "{e}"
+        );
+        let o = open(&cfg(&d.0, 0), fs()).unwrap();
+        assert_eq!((o.shards, o.engines.len()), (2, 2));
+    }
+
+    #[test]
+    fn files_the_manifest_does_not_name_are_removed_and_others_kept() {
+        let d = TempDir::new("leftovers");
+        drop(open(&cfg(&d.0, 1), fs()).unwrap());
+        let junk = [
+            manifest::log_file_name(0, 7),
+            manifest::snapshot_file_name(0, 7),
+            MANIFEST_TMP_FILE.to_string(),
+        ];
+        for j in &junk {
+            std::fs::write(d.0.join(j), b"half written").unwrap();
+        }
+        std::fs::write(d.0.join("notes.txt"), b"the operator's").unwrap();
+        let o = open(&cfg(&d.0, 1), fs()).unwrap();
+        let mut removed = o.summary.removed.clone();
+        removed.sort();
+        let mut want = junk.to_vec();
+        want.sort();
+        assert_eq!(removed, want);
+        assert!(junk.iter().all(|j| !d.0.join(j).exists()));
+        assert!(d.0.join("notes.txt").exists());
+        assert!(d.0.join(manifest::log_file_name(0, 1)).exists());
+    }
+
+    #[test]
+    fn data_files_without_a_manifest_are_refused_but_empty_logs_are_leftovers() {
+        let d = TempDir::new("nomanifest");
+        let c = cfg(&d.0, 1);
+        three_records(&d.0, &[]);
+        std::fs::remove_file(d.0.join(MANIFEST_FILE)).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(e.contains("no MANIFEST"), "{e}");
+        // A creation that crashed before its manifest: logs of a header only.
+        let d = TempDir::new("nomanifest-empty");
+        let c = cfg(&d.0, 1);
+        Recorder::new(&c, 0, &manifest::log_file_name(0, 1), 1);
+        let o = open(&c, fs()).unwrap();
+        assert!(o.summary.created);
+    }
+}
