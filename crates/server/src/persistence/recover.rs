@@ -31,8 +31,9 @@
 //! record follows), so entries whose deadline had passed are left out and every entry a later
 //! record may touch (a PERSIST before the deadline) is there. Each record replays at its own
 //! `now`, so a key that expired between two records behaves as it did. What expired after the
-//! last record is invisible from the first batch on (the shards set the real `now` per batch)
-//! and reclaimed by lazy expiry and the sweeper, whose deletes are logged.
+//! last record (or while the server was down) is then removed by one pass at the real time,
+//! whose deletes are logged as the sweeper's are (`reclaim_expired`), so a restarted store
+//! holds no expired key, as Redis leaves them out of a loaded RDB.
 //!
 //! **Shard count.** A store keeps the shard count it was written with: a key's shard is a
 //! function of its hash and the count (`shard::dispatch::shard_of`), and each shard's log
@@ -68,6 +69,9 @@ use crate::config::ServerConfig;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Records (or snapshot groups) a loading shard handles between updates of its progress.
 const PROGRESS_EVERY: u64 = 1024;
+/// Main buckets per step of the pass that removes keys expired while the server was down
+/// (`reclaim_expired`): one log record of deletes per step.
+const RECLAIM_STEP_BUCKETS: u64 = 4096;
 
 /// A store opened for serving: per shard its engine (loaded) and its log (positioned after
 /// its last good record), the manifest as stored, and the directory's lock.
@@ -109,6 +113,8 @@ pub(crate) struct ShardSummary {
     pub(crate) torn: Option<(PathBuf, u64, u64)>,
     /// Replayed writes that ran out of memory.
     pub(crate) out_of_memory: u64,
+    /// Keys whose deadline had passed, removed after loading (their deletes logged).
+    pub(crate) reclaimed: u64,
     pub(crate) elapsed: Duration,
 }
 
@@ -526,6 +532,12 @@ fn load_shard(
     if let Some(p) = pending.take() {
         load_snapshot(fs, dir, &p, &mut engine, now_ms(), &mut sum, progress)?;
     }
+    let mut writer = writer;
+    if engine.counts().expiring_keys > 0 {
+        sum.reclaimed = reclaim_expired(&mut engine, &mut writer, now_ms()).map_err(|e| {
+            format!("{e} (removing the keys that expired while the server was down)")
+        })?;
+    }
     sum.keys = engine.counts().keys;
     sum.elapsed = start.elapsed();
     progress.keys.store(sum.keys, Ordering::Relaxed);
@@ -536,6 +548,45 @@ fn load_shard(
         writer,
         summary: sum,
     })
+}
+
+/// Removes the keys whose deadline passed before `now` (while the server was down, or after
+/// the last record) and logs their deletes, as the sweeper would have: a restarted store holds
+/// no expired key (Redis leaves them out of a loaded RDB too), and DBSIZE and INFO count what
+/// a client can read. Returns the keys removed; the records are durable when it returns.
+fn reclaim_expired(
+    engine: &mut Engine,
+    writer: &mut LogWriter,
+    now: u64,
+) -> Result<u64, log::LogError> {
+    engine.set_now(now);
+    let mut cursor = 0;
+    let mut removed = 0;
+    loop {
+        let (next, n) = engine.expire_step(cursor, RECLAIM_STEP_BUCKETS);
+        if n > 0 {
+            let cas = engine.cas_next();
+            let head = batch::RecordHead {
+                now,
+                flush: false,
+                cas_before: cas,
+                cas_after: cas,
+            };
+            let e = &*engine;
+            writer
+                .append_if(|out| batch::encode_record(out, &head, e.reclaimed_keys(), &[], []))?;
+            writer.write_out()?;
+            removed += n;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    if removed > 0 {
+        writer.sync()?;
+    }
+    Ok(removed)
 }
 
 /// Checks that the log at `path` belongs to `shard` and continues the chain: its first Lsn
@@ -665,6 +716,7 @@ fn report(dir: &Path, s: &Summary) {
             snapshot_expired = sh.snapshot_expired,
             records = sh.records,
             records_skipped = sh.skipped,
+            expired_removed = sh.reclaimed,
             mb_read = sh.bytes as f64 / 1e6,
             keys_per_sec = (sh.keys as f64 / shard_secs) as u64,
             ms = sh.elapsed.as_millis() as u64,
@@ -1014,6 +1066,20 @@ mod tests {
         assert_eq!(e.get(b"logged").unwrap(), None, "resurrected from the log");
         assert_eq!(e.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
         assert_eq!(e.get(b"plain").unwrap().as_deref(), Some(&b"z"[..]));
+        // The expired keys are not even in the engine: removed after loading, their deletes
+        // logged in records of their own (a record per step of the pass that found some),
+        // so the next start agrees.
+        assert_eq!(o.summary.shards[0].reclaimed, 2);
+        assert_eq!(o.engines[0].counts().keys, 2);
+        let next = o.logs[0].next_lsn();
+        assert!((4..=5).contains(&next), "{next}");
+        drop(o);
+        let o = open(&c, fs()).unwrap();
+        assert_eq!(
+            (o.summary.shards[0].records, o.summary.shards[0].reclaimed),
+            (next - 2, 0)
+        );
+        assert_eq!(o.engines[0].counts().keys, 2);
         // With no record after the snapshot, it is loaded at the real time: the expired
         // entries are left out of the engine altogether.
         drop(o);
