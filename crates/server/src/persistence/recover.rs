@@ -116,6 +116,9 @@ pub(crate) struct ShardSummary {
     /// Keys whose deadline had passed, removed after loading (their deletes logged).
     pub(crate) reclaimed: u64,
     pub(crate) elapsed: Duration,
+    /// CPU time of the loading thread (0 where /proc/thread-self is not there): on a shared
+    /// machine, keys per CPU second say what the code does and wall time what it got.
+    pub(crate) cpu: Duration,
 }
 
 impl Summary {
@@ -380,6 +383,14 @@ fn now_ms() -> u64 {
     crate::shard::expiry::now_ms()
 }
 
+/// This thread's CPU time (Linux's /proc/thread-self/schedstat; zero elsewhere).
+fn thread_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
 /// A shard's snapshot, loaded at the first record after it (module comment).
 struct PendingSnapshot {
     path: PathBuf,
@@ -396,6 +407,7 @@ fn load_shard(
     progress: &Progress,
 ) -> Result<Loaded, String> {
     let start = Instant::now();
+    let cpu_start = thread_cpu();
     let mut sum = ShardSummary::default();
     let mut engine = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
     let mut pending = match &files.snapshot {
@@ -540,6 +552,7 @@ fn load_shard(
     }
     sum.keys = engine.counts().keys;
     sum.elapsed = start.elapsed();
+    sum.cpu = thread_cpu().saturating_sub(cpu_start);
     progress.keys.store(sum.keys, Ordering::Relaxed);
     progress.records.store(sum.records, Ordering::Relaxed);
     progress.bytes.store(sum.bytes, Ordering::Relaxed);
@@ -720,6 +733,7 @@ fn report(dir: &Path, s: &Summary) {
             mb_read = sh.bytes as f64 / 1e6,
             keys_per_sec = (sh.keys as f64 / shard_secs) as u64,
             ms = sh.elapsed.as_millis() as u64,
+            cpu_ms = sh.cpu.as_millis() as u64,
             "shard loaded"
         );
         if sh.out_of_memory > 0 {
@@ -1312,5 +1326,102 @@ mod tests {
         Recorder::new(&c, 0, &manifest::log_file_name(0, 1), 1);
         let o = open(&c, fs()).unwrap();
         assert!(o.summary.created);
+    }
+
+    /// Restart speed (issue 22 target: >= 10 M keys/s per shard), BENCHMARKS.md "Restart":
+    /// KEYS (env `DKV_RESTART_KEYS`, default 2 M) 8-byte keys with 8-byte values in a store
+    /// of one shard, as a snapshot alone and as a log alone (records of 64 puts), then the
+    /// same keys split over two shards loaded in parallel; `open` timed 3 times each, median.
+    /// `cargo test --release -p directkv-server --lib restart_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement: run by hand with --release"]
+    fn restart_speed() {
+        let keys: u64 = std::env::var("DKV_RESTART_KEYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000_000);
+        for (shards, snapshot) in [(1, true), (1, false), (2, true), (2, false)] {
+            let d = TempDir::new("speed");
+            let mut c = cfg(&d.0, shards);
+            c.memory_bytes = shards * (512 << 20);
+            let mut files = vec![];
+            let per_shard = keys / shards as u64;
+            for shard in 0..shards {
+                let log = manifest::log_file_name(shard, 1);
+                let snap = manifest::snapshot_file_name(shard, 1);
+                let mut r = Recorder::new(&c, shard, &log, 1);
+                let mut kv = Vec::with_capacity(64);
+                for base in (0..per_shard).step_by(64) {
+                    kv.clear();
+                    for i in base..(base + 64).min(per_shard) {
+                        let k = format!("{:08}", i * shards as u64 + shard as u64);
+                        kv.push((k.into_bytes(), i.to_le_bytes()));
+                    }
+                    let ops: Vec<Op> = kv.iter().map(|(k, v)| Op::put(k, v)).collect();
+                    if snapshot {
+                        let e = &mut r.engine;
+                        e.execute(&ops, &mut r.out);
+                    } else {
+                        r.run(&ops);
+                    }
+                }
+                if snapshot {
+                    // An image of lsn 0: the log (header only) continues at Lsn 1.
+                    let header = SnapshotHeader {
+                        shard: shard as u32,
+                        created_ms: r.now,
+                        lsn: 0,
+                        cas_next: 0,
+                    };
+                    image::write_image(
+                        &RealFs,
+                        &d.0.join(&snap),
+                        &mut r.engine,
+                        header,
+                        SnapshotOptions::default(),
+                        1024,
+                    )
+                    .unwrap();
+                }
+                r.log.sync().unwrap();
+                files.push(one_shard(snapshot.then_some(&snap[..]), &[&log]));
+            }
+            store(
+                &Manifest {
+                    generation: 1,
+                    shards: files,
+                },
+                &d.0,
+            );
+            let (mut secs, mut cpus) = (vec![], vec![]);
+            for _ in 0..3 {
+                let t = Instant::now();
+                let o = open(&c, fs()).unwrap();
+                secs.push(t.elapsed().as_secs_f64());
+                assert_eq!(o.summary.keys(), per_shard * shards as u64);
+                let cpu = o.summary.shards.iter().map(|s| s.cpu.as_secs_f64());
+                cpus.push(cpu.fold(0.0, f64::max));
+                drop(o);
+            }
+            secs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            cpus.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let bytes: u64 = std::fs::read_dir(&d.0)
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum();
+            println!(
+                "restart: {shards} shard(s), {} keys from {}: {:.3} s median ({:.3} .. {:.3}), {:.2} M keys/s, {:.2} M keys/s per shard; per CPU second of the slowest shard: {:.2} M keys ({:.3} s); {:.1} MB of files",
+                per_shard * shards as u64,
+                if snapshot { "a snapshot" } else { "a log" },
+                secs[1],
+                secs[0],
+                secs[2],
+                (per_shard * shards as u64) as f64 / secs[1] / 1e6,
+                per_shard as f64 / secs[1] / 1e6,
+                per_shard as f64 / cpus[1] / 1e6,
+                cpus[1],
+                bytes as f64 / 1e6
+            );
+        }
     }
 }
