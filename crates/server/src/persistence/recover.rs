@@ -485,10 +485,12 @@ fn load_shard(
                     hint(dir, false)
                 ))
             }
-            (Err(e @ log::LogError::Corrupt { .. }), None) => {
+            // A damaged header, or a record whose checksums hold but which does not decode
+            // (written by a newer directkv?): nothing `--repair` truncates.
+            (Err(e @ (log::LogError::Corrupt { .. } | log::LogError::Replay { .. })), None) => {
                 return Err(format!("{e}{}", hint(dir, false)))
             }
-            (Err(e), None) => return Err(format!("{e}{}", hint(dir, true))),
+            (Err(e), None) => return Err(e.to_string()),
             (Ok(s), _) => s,
         };
         check_chain(dir, &path, shard, &scan.header, next_lsn, snap_lsn)?;
