@@ -7,7 +7,7 @@
 //!     create dir; DirLock (a second server on the dir is refused, naming the holder's pid)
 //!     no MANIFEST  -> a new store: cfg.shard_count() logs (first Lsn 1, durable), then the
 //!                     MANIFEST of generation 1 naming them
-//!     MANIFEST     -> the shard count it holds (see "Shard count" below), then
+//!     MANIFEST     -> loaded at the shard count it holds (see "Shard count" below):
 //!                     thread per shard ──> engine (eviction off while loading)
 //!                        ├ snapshot header: its Lsn S
 //!                        ├ logs of the chain, in order: records <= S skipped; before the
@@ -15,6 +15,7 @@
 //!                        │   each record replayed at its own `now` with its CAS counter
 //!                        └ the last log: a torn tail cut (LogWriter::resume) and reported
 //!                     main thread: a progress line each second, then the summary
+//!                     --shards N other than the stored count: reshard, new snapshots
 //!                     leftovers (files the manifest does not name, MANIFEST.tmp) removed
 //! ```
 //!
@@ -35,11 +36,12 @@
 //! whose deletes are logged as the sweeper's are (`reclaim_expired`), so a restarted store
 //! holds no expired key, as Redis leaves them out of a loaded RDB.
 //!
-//! **Shard count.** A store keeps the shard count it was written with: a key's shard is a
-//! function of its hash and the count (`shard::dispatch::shard_of`), and each shard's log
-//! replays into its own engine. `--shards 0` (the default) takes the stored count; a different
-//! explicit count is refused with a message that says so (re-sharding on start is not built:
-//! it would rewrite every key into new snapshots before serving).
+//! **Shard count.** A key's shard is a function of its hash and the count
+//! (`shard::dispatch::shard_of`), and each shard's log replays into its own engine, so the
+//! store is always loaded at the count it was written with. `--shards 0` (the default) then
+//! serves with that count; a different explicit count re-shards before serving (`reshard`):
+//! every key is moved to its shard under the new count, each new shard written as a snapshot
+//! with an empty log, and one manifest switches to them (the old files are removed after).
 //!
 //! **Memory.** Each shard's engine has `memory / shards` as when serving, and replays with
 //! eviction off: the evictions the original made are in the log, so the same memory rebuilds
@@ -47,7 +49,7 @@
 //! on replay are counted and reported (a store restarted with less `--memory` than it was
 //! written with), since a write that ran out the first time also runs out on replay.
 //!
-//! Non-goals: re-sharding; repairing (`directkv check --repair` does, on an operator's word).
+//! Non-goals: repairing (`directkv check --repair` does, on an operator's word).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -264,15 +266,14 @@ fn create(cfg: &ServerConfig, fs: &dyn Fs, lock: DirLock) -> Result<Opened, Stri
     })
 }
 
-/// The shard count a stored manifest of `stored` shards is opened with.
-fn shard_count(cfg: &ServerConfig, stored: usize) -> Result<usize, String> {
-    if cfg.shards == 0 || cfg.shards == stored {
-        return Ok(stored);
+/// The shard count a store of `stored` shards serves with: `--shards 0` keeps it, another
+/// count re-shards the store (`reshard`).
+fn shard_count(cfg: &ServerConfig, stored: usize) -> usize {
+    if cfg.shards == 0 {
+        stored
+    } else {
+        cfg.shards
     }
-    Err(format!(
-        "{} holds a store of {stored} shards; start with --shards {stored} or --shards 0 (the stored count), or choose another --dir (changing the shard count of a store is not supported)",
-        cfg.dir.display()
-    ))
 }
 
 /// One loading shard's progress, read by the main thread's progress line.
@@ -290,7 +291,7 @@ fn recover(
     m: Manifest,
     lock: DirLock,
 ) -> Result<Opened, String> {
-    let shards = shard_count(cfg, m.shards.len())?;
+    let shards = m.shards.len();
     let load_cfg = loading_config(cfg, shards);
     let policy = cfg.eviction_policy().unwrap_or_default();
     let progress: Vec<Progress> = (0..shards).map(|_| Progress::default()).collect();
@@ -328,14 +329,23 @@ fn recover(
     let mut logs = Vec::with_capacity(shards);
     let mut summaries = Vec::with_capacity(shards);
     for (shard, r) in loaded.into_iter().enumerate() {
-        let mut l = r.unwrap_or_else(|| Err(format!("shard {shard}: its loading thread died")))?;
-        l.engine.set_eviction_policy(policy);
+        let l = r.unwrap_or_else(|| Err(format!("shard {shard}: its loading thread died")))?;
         engines.push(l.engine);
         logs.push(l.writer);
         summaries.push(l.summary);
     }
+    let serving = shard_count(cfg, shards);
+    let (mut engines, logs, m) = if serving == shards {
+        (engines, logs, m)
+    } else {
+        drop(logs);
+        reshard(cfg, &*fs, &m, engines, serving)?
+    };
+    for e in &mut engines {
+        e.set_eviction_policy(policy);
+    }
     Ok(Opened {
-        shards,
+        shards: serving,
         engines,
         logs,
         manifest: m,
@@ -346,6 +356,160 @@ fn recover(
             ..Summary::default()
         },
     })
+}
+
+/// Entries copied out of an engine's image on their way to another engine.
+#[derive(Default)]
+struct Moving {
+    bytes: Vec<u8>,
+    /// (key end, value end) in `bytes`, deadline, flags, cas.
+    entries: Vec<(usize, usize, u64, u32, u64)>,
+}
+
+/// Entries handed to `Engine::load_entries` at once.
+const MOVE_GROUP_LEN: usize = 64;
+
+impl Moving {
+    fn push(&mut self, e: &directkv_engine::SnapEntry<'_>) {
+        self.bytes.extend_from_slice(e.key);
+        let kend = self.bytes.len();
+        self.bytes.extend_from_slice(e.value);
+        self.entries
+            .push((kend, self.bytes.len(), e.deadline, e.flags, e.cas));
+    }
+
+    /// Stores the entries held into `engine` and empties the buffer.
+    fn store(&mut self, engine: &mut Engine) -> Result<(), String> {
+        let mut group = Vec::with_capacity(self.entries.len());
+        let mut start = 0;
+        for &(kend, vend, deadline, flags, cas) in &self.entries {
+            group.push(directkv_engine::SnapEntry {
+                key: &self.bytes[start..kend],
+                value: &self.bytes[kend..vend],
+                deadline,
+                flags,
+                cas,
+            });
+            start = vend;
+        }
+        let r = engine.load_entries(&group).map(|_| ()).map_err(|(i, e)| {
+            format!(
+                "storing the key {:?} in its new shard: {e}",
+                String::from_utf8_lossy(&group[i].key[..group[i].key.len().min(64)])
+            )
+        });
+        self.bytes.clear();
+        self.entries.clear();
+        r
+    }
+}
+
+/// Re-shards a loaded store to `target` shards before serving: every key goes to the shard
+/// the server maps it to (`shard::dispatch::shard_of` over the new count), each new shard's
+/// image is written as a snapshot (Lsn 0) with a new, empty log (first Lsn 1), then one
+/// manifest of the next generation names them; the old files, which it does not name, are
+/// removed after it is stored (`remove_leftovers`). A crash before the manifest is stored
+/// leaves the old store in force and the new files as leftovers. Costs the old and the new
+/// engines' memory at once, for as long as it runs.
+fn reshard(
+    cfg: &ServerConfig,
+    fs: &dyn Fs,
+    old: &Manifest,
+    mut from: Vec<Engine>,
+    target: usize,
+) -> Result<(Vec<Engine>, Vec<LogWriter>, Manifest), String> {
+    let start = Instant::now();
+    let dir = &cfg.dir;
+    let now = now_ms();
+    let load_cfg = loading_config(cfg, target);
+    let mut to = Vec::with_capacity(target);
+    for _ in 0..target {
+        let mut e = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
+        e.set_now(now);
+        to.push(e);
+    }
+    // memcached's CAS values stay unique: every new shard continues after the largest.
+    let cas_next = from.iter().map(Engine::cas_next).max().unwrap_or(0);
+    let mut moving: Vec<Moving> = (0..target).map(|_| Moving::default()).collect();
+    let mut failed = None;
+    for e in &mut from {
+        e.set_now(now);
+        e.snapshot_begin()
+            .map_err(|_| "re-sharding: a snapshot of a loading engine is running".to_string())?;
+        let mut done = false;
+        while !done {
+            done = e.snapshot_step(RECLAIM_STEP_BUCKETS, &mut |entry| {
+                let t = crate::shard::dispatch::shard_of(entry.key, target);
+                moving[t].push(&entry);
+                if moving[t].entries.len() == MOVE_GROUP_LEN && failed.is_none() {
+                    failed = moving[t].store(&mut to[t]).err();
+                }
+            });
+        }
+    }
+    drop(from);
+    for (m, e) in moving.iter_mut().zip(&mut to) {
+        if failed.is_none() {
+            failed = m.store(e).err();
+        }
+    }
+    if let Some(e) = failed {
+        return Err(format!(
+            "{}: re-sharding from {} to {target} shards: {e} (memory is split evenly over the shards: give it more --memory, or start with --shards {})",
+            dir.display(),
+            old.shards.len(),
+            old.shards.len()
+        ));
+    }
+    let generation = old.generation + 1;
+    let mut files = Vec::with_capacity(target);
+    let mut logs = Vec::with_capacity(target);
+    for (shard, e) in to.iter_mut().enumerate() {
+        e.set_cas_next(cas_next);
+        let snap = manifest::snapshot_file_name(shard, generation);
+        let header = snapshot::SnapshotHeader {
+            shard: shard as u32,
+            created_ms: now,
+            lsn: 0,
+            cas_next,
+        };
+        image::write_image(
+            fs,
+            &dir.join(&snap),
+            e,
+            header,
+            snapshot::SnapshotOptions::default(),
+            image::IMAGE_STEP_BUCKETS_DEFAULT,
+        )
+        .map_err(|e| format!("re-sharding: {e}"))?;
+        let log = manifest::log_file_name(shard, generation);
+        let header = LogHeader {
+            shard: shard as u32,
+            first_lsn: 1,
+        };
+        logs.push(
+            LogWriter::create(fs, &dir.join(&log), header, super::log_limits())
+                .map_err(|e| format!("re-sharding: {e}"))?,
+        );
+        files.push(ShardFiles {
+            snapshot: Some(snap),
+            logs: vec![log],
+        });
+    }
+    let m = Manifest {
+        generation,
+        shards: files,
+    };
+    manifest::store(fs, dir, &m).map_err(|e| format!("re-sharding: {e}"))?;
+    tracing::info!(
+        dir = %dir.display(),
+        from = old.shards.len(),
+        to = target,
+        keys = to.iter().map(|e| e.counts().keys).sum::<u64>(),
+        ms = start.elapsed().as_millis() as u64,
+        "re-sharded the store: every key moved to its shard under the new count, written as new snapshots"
+    );
+    Ok((to, logs, m))
 }
 
 fn log_progress(progress: &[Progress], start: Instant) {
@@ -1277,17 +1441,84 @@ mod tests {
         );
     }
 
+    /// Every key of `o`, with its shard, value, deadline, sorted.
+    fn every_key(o: &Opened) -> Vec<(Vec<u8>, Vec<u8>, u64, usize)> {
+        let mut v = vec![];
+        for (shard, e) in o.engines.iter().enumerate() {
+            e.for_each_with_deadline(|k, val, d| v.push((k.to_vec(), val.to_vec(), d, shard)));
+        }
+        v.sort();
+        v
+    }
+
+    /// `--shards 0` keeps the stored count; another count moves every key to its shard under
+    /// the new count (values, deadlines and memcached's CAS counter kept), written as new
+    /// snapshots named by a new manifest, and the old files are removed.
     #[test]
-    fn the_shard_count_is_the_stored_one_or_refused() {
+    fn the_stored_shard_count_is_kept_or_the_store_is_resharded() {
         let d = TempDir::new("shards");
-        drop(open(&cfg(&d.0, 2), fs()).unwrap());
-        let e = err(open(&cfg(&d.0, 3), fs()));
-        assert!(
-            e.contains("holds a store of 2 shards; start with --shards 2 or --shards 0"),
-            "{e}"
+        let c2 = cfg(&d.0, 2);
+        let far = expire_args(now_ms() + 3_600_000, cond::ANY);
+        let mut cas = 0;
+        for shard in 0..2 {
+            let name = manifest::log_file_name(shard, 1);
+            let mut r = Recorder::new(&c2, shard, &name, 1);
+            for i in 0..300u32 {
+                let k = format!("key{i}");
+                if crate::shard::dispatch::shard_of(k.as_bytes(), 2) == shard {
+                    r.run(&[Op::put_expire(k.as_bytes(), &i.to_le_bytes(), &far)]);
+                }
+            }
+            r.engine.set_cas_next(100 + shard as u64);
+            let bump = format!("bump{shard}");
+            r.run(&[Op::put(bump.as_bytes(), b"x")]);
+            cas = cas.max(r.engine.cas_next());
+        }
+        err(open(&c2, fs()));
+        store(
+            &Manifest {
+                generation: 1,
+                shards: (0..2)
+                    .map(|s| one_shard(None, &[&manifest::log_file_name(s, 1)]))
+                    .collect(),
+            },
+            &d.0,
         );
+        let before = open(&c2, fs()).unwrap();
+        let keys = |o: &Opened| -> Vec<(Vec<u8>, Vec<u8>, u64)> {
+            let mut v: Vec<_> = every_key(o)
+                .into_iter()
+                .map(|(k, v, d, _)| (k, v, d))
+                .collect();
+            v.sort();
+            v
+        };
+        let want = keys(&before);
+        assert_eq!(want.len(), 302);
+        drop(before);
         let o = open(&cfg(&d.0, 0), fs()).unwrap();
-        assert_eq!((o.shards, o.engines.len()), (2, 2));
+        assert_eq!(
+            (o.shards, o.engines.len(), o.manifest.generation),
+            (2, 2, 1)
+        );
+        drop(o);
+        let o = open(&cfg(&d.0, 3), fs()).unwrap();
+        assert_eq!((o.shards, o.engines.len(), o.logs.len()), (3, 3, 3));
+        assert_eq!(keys(&o), want, "every key, value and deadline moved");
+        for (k, _, _, shard) in every_key(&o) {
+            assert_eq!(shard, crate::shard::dispatch::shard_of(&k, 3), "{k:?}");
+        }
+        assert!(o.engines.iter().all(|e| e.cas_next() >= cas));
+        assert_eq!(o.manifest.generation, 2);
+        assert!(o.manifest.shards.iter().all(|s| s.snapshot.is_some()));
+        assert!(!d.0.join(manifest::log_file_name(0, 1)).exists());
+        drop(o);
+        // The new store reopens at its new count, and again re-shards down to one.
+        let o = open(&cfg(&d.0, 0), fs()).unwrap();
+        assert_eq!((o.shards, keys(&o)), (3, want.clone()));
+        drop(o);
+        let o = open(&cfg(&d.0, 1), fs()).unwrap();
+        assert_eq!((o.shards, keys(&o)), (1, want));
     }
 
     #[test]

@@ -286,28 +286,44 @@ fn a_second_server_on_a_running_servers_directory_is_refused() {
     srv.stop();
 }
 
+/// `--shards 0` keeps the stored count; another count re-shards the store at start: every key
+/// is served from its new shard, with its value and TTL, and the new count sticks.
 #[test]
-fn a_store_keeps_its_shard_count_or_refuses_another() {
+fn a_store_keeps_its_shard_count_or_is_resharded() {
     let d = TempDir::new("shards");
     let srv = start(&persistent(&d.0, 2));
     let mut c = Client::connect(&srv);
     for i in 0..100 {
         assert_eq!(c.cmd(&["SET", &format!("k{i}"), &i.to_string()]), ok());
     }
+    assert_eq!(int(&mut c, &["EXPIRE", "k7", "1000"]), 1);
     drop(c);
     srv.stop();
-    let e = refused(&persistent(&d.0, 3));
+    let check = |shards: usize| {
+        let srv = start(&persistent(&d.0, shards));
+        let mut c = Client::connect(&srv);
+        for i in 0..100 {
+            assert_eq!(
+                c.cmd(&["GET", &format!("k{i}")]),
+                bulk(&i.to_string()),
+                "k{i} with --shards {shards}"
+            );
+        }
+        assert_eq!(int(&mut c, &["DBSIZE"]), 100);
+        let ttl = int(&mut c, &["TTL", "k7"]);
+        assert!((990..=1000).contains(&ttl), "{ttl}");
+        assert_eq!(int(&mut c, &["TTL", "k8"]), -1);
+        drop(c);
+        srv.stop();
+    };
+    // The stored count, then 3 shards (re-sharded), which the store keeps, then back to 1.
+    check(0);
+    check(3);
+    check(0);
     assert!(
-        e.contains("holds a store of 2 shards; start with --shards 2 or --shards 0"),
-        "{e}"
+        d.0.join("snap-0002-0000000002.dkvs").exists(),
+        "three shards stored"
     );
-    // --shards 0 (the default) takes the stored count: every key is on its shard.
-    let srv = start(&persistent(&d.0, 0));
-    let mut c = Client::connect(&srv);
-    for i in 0..100 {
-        assert_eq!(c.cmd(&["GET", &format!("k{i}")]), bulk(&i.to_string()));
-    }
-    assert_eq!(int(&mut c, &["DBSIZE"]), 100);
-    drop(c);
-    srv.stop();
+    check(1);
+    check(0);
 }
