@@ -67,7 +67,7 @@
 //! 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of data); a record's fixed
 //! part is 38 bytes (`RECORD_HEADER_BYTES` and the three counts).
 
-use directkv_engine::{ElemType, Engine, Op, OpKind, Results};
+use directkv_engine::{ElemType, Engine, Op, OpError, OpKind, Results, Status};
 
 /// The record version this code writes and reads.
 pub const RECORD_VERSION: u8 = 2;
@@ -316,6 +316,9 @@ pub fn decode(payload: &[u8]) -> Result<Record<'_>, BatchError> {
 /// `now` (left set afterwards), its deletes before, its ops from its CAS counter, its deletes
 /// after, and the CAS counter as the batch left it. A flush is the caller's to do first (it
 /// owns the configuration a fresh engine is built from): see [`RecordHead::flush`].
+/// Returns how many of the ops ran out of memory: none when the engine has the memory the
+/// batch first ran with (unless they ran out then too), so recovery can say when a store was
+/// restarted with less memory than it was written with.
 fn replay_parts(
     engine: &mut Engine,
     out: &mut Results,
@@ -323,7 +326,7 @@ fn replay_parts(
     before: &[&[u8]],
     ops: &[Op],
     after: &[&[u8]],
-) {
+) -> u64 {
     debug_assert_eq!(
         engine.eviction_policy(),
         directkv_engine::EvictionPolicy::NoEviction,
@@ -337,18 +340,23 @@ fn replay_parts(
         }
     };
     deletes(engine, out, before);
+    let mut out_of_memory = 0;
     if !ops.is_empty() {
         engine.set_cas_next(head.cas_before);
         engine.execute(ops, out);
+        out_of_memory = (0..out.len())
+            .filter(|&i| matches!(out.status(i), Status::Error(OpError::OutOfMemory)))
+            .count() as u64;
     }
     deletes(engine, out, after);
     engine.set_cas_next(head.cas_after);
+    out_of_memory
 }
 
 impl Record<'_> {
     /// Runs the record on `engine` (eviction off), as its batch first ran; a flush is the
-    /// caller's to do first.
-    pub fn replay(&self, engine: &mut Engine, out: &mut Results) {
+    /// caller's to do first. Returns the ops that ran out of memory (see `replay_parts`).
+    pub fn replay(&self, engine: &mut Engine, out: &mut Results) -> u64 {
         replay_parts(
             engine,
             out,
@@ -356,7 +364,7 @@ impl Record<'_> {
             &self.deletes_before,
             &self.ops,
             &self.deletes_after,
-        );
+        )
     }
 
     /// A copy that owns its bytes.
@@ -419,11 +427,12 @@ pub struct OwnedRecord {
 
 impl OwnedRecord {
     /// Runs the record on `engine` (eviction off); a flush is the caller's to do first.
-    pub fn replay(&self, engine: &mut Engine, out: &mut Results) {
+    /// Returns the ops that ran out of memory (see `replay_parts`).
+    pub fn replay(&self, engine: &mut Engine, out: &mut Results) -> u64 {
         let ops: Vec<Op> = self.ops.iter().map(OwnedOp::as_op).collect();
         let before: Vec<&[u8]> = self.deletes_before.iter().map(Vec::as_slice).collect();
         let after: Vec<&[u8]> = self.deletes_after.iter().map(Vec::as_slice).collect();
-        replay_parts(engine, out, &self.head, &before, &ops, &after);
+        replay_parts(engine, out, &self.head, &before, &ops, &after)
     }
 }
 

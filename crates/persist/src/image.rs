@@ -10,6 +10,7 @@
 //!
 //!   load_image           snapshot::read -> groups of entries -> engine.load_entries;
 //!                        restores cas_next; counts what was loaded and what had expired
+//!                        (`load_image_observed`: the same, reporting progress per group)
 //! ```
 //!
 //! The shard calls `step` between its batches with a budget of main buckets; the engine copies
@@ -179,6 +180,18 @@ pub fn load_image(
     engine: &mut Engine,
     limits: SnapshotLimits,
 ) -> Result<LoadSummary, SnapshotError> {
+    load_image_observed(fs, path, engine, limits, |_| {})
+}
+
+/// [`load_image`], calling `observe(entries)` after each group of entries is stored with the
+/// entries read so far (expired ones included): recovery's progress line.
+pub fn load_image_observed(
+    fs: &dyn Fs,
+    path: &Path,
+    engine: &mut Engine,
+    limits: SnapshotLimits,
+    mut observe: impl FnMut(u64),
+) -> Result<LoadSummary, SnapshotError> {
     let mut batch = LoadBatch::default();
     let mut loaded = 0u64;
     let mut expired = 0u64;
@@ -189,6 +202,7 @@ pub fn load_image(
         let c = r?;
         loaded += c.loaded;
         expired += c.expired;
+        observe(loaded + expired);
         Ok(())
     };
     let (header, file) = snapshot::read(fs, path, limits, |e| {

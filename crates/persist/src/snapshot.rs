@@ -344,6 +344,25 @@ fn io_err<'p>(path: &'p Path, op: &'static str) -> impl FnOnce(io::Error) -> Sna
     }
 }
 
+/// Reads only the header of the snapshot at `path` (recovery needs its Lsn before it decides
+/// which log records to replay; the blocks are checked when the image is loaded).
+pub fn read_header(fs: &dyn Fs, path: &Path) -> Result<SnapshotHeader, SnapshotError> {
+    let file = fs.open_read(path).map_err(io_err(path, "open"))?;
+    let mut h = [0u8; SNAPSHOT_HEADER_BYTES];
+    let got = file.read_at(&mut h, 0).map_err(io_err(path, "read"))?;
+    let damaged = |reason: String| SnapshotError::Damaged {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    if got < SNAPSHOT_HEADER_BYTES {
+        return Err(damaged(format!(
+            "{got} bytes, shorter than the snapshot header ({SNAPSHOT_HEADER_BYTES})"
+        )));
+    }
+    SnapshotHeader::decode(&h).map_err(damaged)
+}
+
 /// Reads the snapshot at `path`: checks every block and the trailer, calling `load` for each
 /// entry in order. Returns the header and the totals; any damage, a missing trailer or an
 /// error of `load` is an error naming the file and offset.

@@ -134,7 +134,6 @@ impl Server {
             }
             (shards, engines, (0..shards).map(|_| None).collect(), None)
         };
-        let engine_cfg = shard::engine_config(&cfg, shards);
         let cfg = Arc::new(cfg);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut job_rxs = Vec::new();
