@@ -36,6 +36,7 @@
 
 pub(crate) mod info;
 pub(crate) mod recover;
+pub(crate) mod snapshot;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -126,6 +127,8 @@ pub(crate) struct Store {
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     pub(crate) stats: PersistStats,
+    /// Snapshot rounds and requests (`snapshot.rs`).
+    pub(crate) snapshots: snapshot::Snapshots,
 }
 
 impl std::fmt::Debug for Store {
@@ -177,6 +180,7 @@ impl Store {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             stats: PersistStats::default(),
+            snapshots: snapshot::Snapshots::new(logs.len()),
         }))
     }
 

@@ -36,6 +36,7 @@ const SECTIONS: &[&str] = &[
     "Forwarding",
     "OCSM",
     "Busy polling",
+    "Persistence",
 ];
 
 /// Shortest interval over which `instantaneous_ops_per_sec` is sampled: INFO calls closer
@@ -132,6 +133,10 @@ fn section(
             let keys: u64 = reports.iter().map(|r| r.counts.keys).sum();
             let expires: u64 = reports.iter().map(|r| r.counts.expiring_keys).sum();
             let _ = write!(s, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+        }
+        "Persistence" => {
+            crate::persistence::info::render(s, ctx.store.as_deref());
+            counters(s, name, stats, reports);
         }
         "Busy polling" => {
             let _ = write!(s, "busy_poll_us:{}\r\n", ctx.cfg.busy_poll_us);

@@ -1,0 +1,151 @@
+//! A shard's snapshot task (issue 22 item 2; the steps are `persistence/snapshot.rs`'s): a
+//! local task on the shard's thread that waits for a round (BGSAVE, SAVE, SHUTDOWN SAVE) or
+//! for its log to pass `auto_snapshot_log_bytes`, then rotates the log and writes the image a
+//! step at a time, yielding to the shard's connections between steps.
+//!
+//! ```text
+//!   serve(ctx) loop:
+//!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size)
+//!     snapshot():  begin (rotate + ImageWriter::begin)      one borrow of the engine
+//!                  step, yield, step, yield, ...            SNAPSHOT_STEP_BUCKETS each
+//!                  finish (trailer, manifest, old files removed)
+//! ```
+//!
+//! The engine is borrowed only inside a step, never across an await, so batches run between
+//! steps as usual; the engine copies a bucket before its first write, which keeps the image at
+//! its instant. Non-goals: the file steps themselves (`persistence/snapshot.rs`).
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::ShardCtx;
+use crate::persistence::snapshot::{self as snap, Running, SnapshotFailed, Why};
+
+/// After a failed automatic snapshot, the shard waits this long before it tries again (a
+/// full disk would otherwise be retried every check).
+pub const AUTO_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The shard's snapshot task; returns at once with `appendonly no`.
+pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
+    let Some(store) = ctx.store.clone() else {
+        return;
+    };
+    let snaps = &store.snapshots;
+    let limit = ctx.cfg.auto_snapshot_log_bytes as u64;
+    let mut served = 0u64;
+    let mut auto_after = Instant::now();
+    loop {
+        let log_bytes = ctx
+            .log
+            .borrow()
+            .as_ref()
+            .map_or(0, |l| l.writer.file_bytes());
+        let auto_limit = if Instant::now() >= auto_after { limit } else { 0 };
+        let Some(why) = snaps.next(ctx.id, served, log_bytes, auto_limit) else {
+            snaps.asked(ctx.id, snap::AUTO_CHECK_INTERVAL).await;
+            continue;
+        };
+        if let Why::Round(id) = why {
+            served = id;
+        }
+        snaps.set_running(ctx.id, true);
+        let outcome = ctx.snapshot().await;
+        snaps.set_running(ctx.id, false);
+        let c = &ctx.stats.snapshot;
+        let image_bytes = match outcome {
+            Ok(bytes) => {
+                c.done.fetch_add(1, Ordering::Relaxed);
+                c.bytes.fetch_add(bytes, Ordering::Relaxed);
+                if why == Why::Auto {
+                    c.auto.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(shard = ctx.id, log_bytes, image_bytes = bytes, "automatic snapshot done: the log before it is removed");
+                }
+                Some(bytes)
+            }
+            Err(e) => {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(shard = ctx.id, reason = ?why, error = %e, "snapshot failed; the files before it are kept");
+                if why == Why::Auto {
+                    auto_after = Instant::now() + AUTO_RETRY_INTERVAL;
+                }
+                None
+            }
+        };
+        let records = store.stats.records.load(Ordering::Relaxed);
+        snaps.ended(ctx.id, why, image_bytes, records);
+    }
+}
+
+impl ShardCtx {
+    /// Takes this shard's snapshot: rotates the log and writes the image between batches.
+    /// Returns the image's size in bytes.
+    async fn snapshot(&self) -> Result<u64, SnapshotFailed> {
+        let Some(store) = self.store.clone() else {
+            return Err(SnapshotFailed("persistence is off".into()));
+        };
+        let mut run = self.snapshot_begin()?;
+        let c = &self.stats.snapshot;
+        c.in_progress.fetch_add(1, Ordering::Relaxed);
+        let mut counted = (0u64, 0u64);
+        let result = loop {
+            match self.snapshot_step(&mut run, &store, &mut counted) {
+                Ok(true) => break Ok(()),
+                Ok(false) => tokio::task::yield_now().await,
+                Err(e) => break Err(e),
+            }
+        };
+        c.buckets_done.fetch_sub(counted.0, Ordering::Relaxed);
+        c.buckets_total.fetch_sub(counted.1, Ordering::Relaxed);
+        c.in_progress.fetch_sub(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                let took = run.started.elapsed();
+                let summary = run.finish(&store, self.id)?;
+                tracing::info!(shard = self.id, entries = summary.entries, bytes = summary.file_bytes, took_ms = took.as_millis() as u64, "snapshot written");
+                Ok(summary.file_bytes)
+            }
+            Err(e) => {
+                run.abort(&mut self.engine.borrow_mut(), &store);
+                Err(e)
+            }
+        }
+    }
+
+    fn snapshot_begin(&self) -> Result<Running, SnapshotFailed> {
+        let mut e = self.engine.borrow_mut();
+        let mut log = self.log.borrow_mut();
+        let Some(log) = log.as_mut() else {
+            return Err(SnapshotFailed("persistence is off".into()));
+        };
+        snap::begin(&mut e, log, self.id)
+    }
+
+    /// One step of `run`; keeps the progress counters (`counted`: what this snapshot added
+    /// to them) up to date.
+    fn snapshot_step(
+        &self,
+        run: &mut Running,
+        store: &crate::persistence::Store,
+        counted: &mut (u64, u64),
+    ) -> Result<bool, SnapshotFailed> {
+        let mut e = self.engine.borrow_mut();
+        let Some((_, total, _)) = run.progress(&e) else {
+            // FLUSHALL replaced the engine: its snapshot went with it.
+            return Err(SnapshotFailed("interrupted by FLUSHALL".into()));
+        };
+        let done = run.step(&mut e, store)?;
+        let c = &self.stats.snapshot;
+        let (cursor, extra) = match run.progress(&e) {
+            Some((cursor, _, extra)) => (cursor, extra),
+            None => (total, 0),
+        };
+        c.extra_bytes_peak.fetch_max(extra, Ordering::Relaxed);
+        c.buckets_done
+            .fetch_add(cursor.saturating_sub(counted.0), Ordering::Relaxed);
+        c.buckets_total
+            .fetch_add(total.saturating_sub(counted.1), Ordering::Relaxed);
+        *counted = (cursor.max(counted.0), total.max(counted.1));
+        Ok(done)
+    }
+}
