@@ -10,6 +10,7 @@ pub mod dkv;
 pub mod expiry;
 pub mod glob;
 pub mod keyspace;
+pub mod save;
 pub mod scan;
 pub mod server;
 pub mod strings;
@@ -113,6 +114,8 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("scan", -2),
     ("keys", 2),
     ("randomkey", 1),
+    ("save", 1),
+    ("bgsave", -1),
 ];
 
 /// What a command needs beyond the plan.
