@@ -498,3 +498,223 @@ impl Snapshots {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Crashes at every file operation of a snapshot and of its manifest updates (issue 22
+    //! item 5): the shard's steps run here as the shard runs them, over `FaultFs`; after each
+    //! crash, recovery (`recover.rs`) must load exactly the acknowledged writes.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use directkv_engine::{Op, Results};
+    use directkv_persist::batch::{encode_record, RecordHead};
+    use directkv_persist::fs::{Fault, FaultFs, Fs, RealFs};
+
+    use super::*;
+    use crate::config::{AppendFsync, ServerConfig};
+    use crate::persistence::recover;
+
+    const KEYS: usize = 300;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let p = std::env::temp_dir().join(format!("dkv-snap-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn cfg(dir: &Path) -> ServerConfig {
+        ServerConfig {
+            dir: dir.to_path_buf(),
+            shards: 1,
+            port: 0,
+            memory_bytes: 16 << 20,
+            ..ServerConfig::default()
+        }
+    }
+
+    /// Shard 0 as the server runs it: recovered with the real file system, then served with
+    /// `fs` (the steps of a snapshot, and the new logs' writes, go through it).
+    fn open(dir: &Path, fs: Arc<dyn Fs>) -> (Engine, ShardLog) {
+        let o = recover::open(&cfg(dir), Arc::new(RealFs)).expect("recovery");
+        let store = Store::new(
+            dir.to_path_buf(),
+            fs,
+            o.lock,
+            o.manifest,
+            &o.logs,
+            AppendFsync::No,
+        )
+        .unwrap();
+        let engine = o.engines.into_iter().next().unwrap();
+        let log = o.logs.into_iter().next().unwrap();
+        (engine, ShardLog::new(0, log, store))
+    }
+
+    /// One batch of puts, as `ShardCtx::execute` runs it; true when acknowledged (its record
+    /// was written).
+    fn put(engine: &mut Engine, log: &mut ShardLog, kvs: &[(Vec<u8>, Vec<u8>)]) -> bool {
+        let ops: Vec<Op> = kvs.iter().map(|(k, v)| Op::put(k, v)).collect();
+        let mut results = Results::with_capacity(ops.len(), 64);
+        if log.refusing().is_some() {
+            return false;
+        }
+        let now = crate::shard::expiry::now_ms();
+        engine.set_now(now);
+        let cas_before = engine.cas_next();
+        engine.execute(&ops, &mut results);
+        let head = RecordHead {
+            now,
+            flush: false,
+            cas_before,
+            cas_after: engine.cas_next(),
+        };
+        let e = &*engine;
+        log.record(|out| {
+            encode_record(
+                out,
+                &head,
+                e.evicted_before_batch(),
+                &ops,
+                e.evicted_after_batch(),
+            )
+        })
+        .is_ok()
+    }
+
+    fn batch(seq: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..7)
+            .map(|i| {
+                let k = (seq * 7 + i * 13) % KEYS;
+                (format!("k{k}").into_bytes(), format!("v{seq}-{i}").into_bytes())
+            })
+            .collect()
+    }
+
+    /// Writes batches `from..to`, recording the acknowledged ones in `model`.
+    fn write(
+        engine: &mut Engine,
+        log: &mut ShardLog,
+        model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        seqs: std::ops::Range<usize>,
+    ) {
+        for seq in seqs {
+            let kvs = batch(seq);
+            if put(engine, log, &kvs) {
+                model.extend(kvs);
+            }
+        }
+    }
+
+    /// A whole snapshot with batches between its steps; Err at the first failed step.
+    fn snapshot(
+        engine: &mut Engine,
+        log: &mut ShardLog,
+        model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        seq: &mut usize,
+    ) -> Result<(), SnapshotFailed> {
+        let store = log.store.clone();
+        let mut run = begin(engine, log, 0)?;
+        // About eight steps, a batch between two (copy-before-write included): every file
+        // operation of the snapshot and of those batches is a crash point.
+        let budget = engine.scan_buckets().div_ceil(8);
+        loop {
+            write(engine, log, model, *seq..*seq + 1);
+            *seq += 1;
+            match run.image.step(engine, budget) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => {
+                    remove_partial(&store, &run.path);
+                    return Err(SnapshotFailed(e.to_string()));
+                }
+            }
+        }
+        run.finish(&store, 0).map(|_| ())
+    }
+
+    fn check(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
+        let (mut engine, _log) = open(dir, Arc::new(RealFs));
+        for k in 0..KEYS {
+            let key = format!("k{k}").into_bytes();
+            assert_eq!(
+                engine.get(&key).unwrap(),
+                model.get(&key).cloned(),
+                "{what}: key k{k} differs after recovery"
+            );
+        }
+    }
+
+    #[test]
+    fn crash_at_every_step_loads_the_same_keys() {
+        let mut n = 0u64;
+        loop {
+            let dir = TempDir::new(&format!("crash-{n}"));
+            let mut model = BTreeMap::new();
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+                write(&mut engine, &mut log, &mut model, 0..40);
+            }
+            let fs = FaultFs::new(Some(Fault::Crash(n)));
+            let mut seq = 40;
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
+                // Two snapshots: the second replaces a snapshot and a chain of logs.
+                let first = snapshot(&mut engine, &mut log, &mut model, &mut seq);
+                if first.is_ok() {
+                    write(&mut engine, &mut log, &mut model, seq..seq + 5);
+                    seq += 5;
+                    let _ = snapshot(&mut engine, &mut log, &mut model, &mut seq);
+                }
+            }
+            check(&dir.0, &model, &format!("crash at operation {n}"));
+            if fs.ops_done() < n {
+                // Every operation ran before the planned crash: the snapshots completed.
+                let m = manifest::load(&RealFs, &dir.0).unwrap().unwrap();
+                assert!(m.shards[0].snapshot.is_some(), "{m:?}");
+                assert_eq!(m.shards[0].logs.len(), 1, "{m:?}");
+                let files = std::fs::read_dir(&dir.0).unwrap().count();
+                // MANIFEST, LOCK, the snapshot and the log.
+                assert_eq!(files, 4, "old files were not removed");
+                break;
+            }
+            n += 1;
+            assert!(n < 10_000, "the snapshot never completes");
+        }
+        assert!(n > 20, "only {n} operations: the test crashed nothing");
+    }
+
+    #[test]
+    fn a_failed_image_keeps_the_old_files_and_the_next_snapshot_works() {
+        let dir = TempDir::new("fail");
+        let mut model = BTreeMap::new();
+        let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+        write(&mut engine, &mut log, &mut model, 0..50);
+        let mut seq = 50;
+        snapshot(&mut engine, &mut log, &mut model, &mut seq).unwrap();
+        // The image's blocks fail (a full disk) partway: given up, the partial file removed.
+        let run = begin(&mut engine, &mut log, 0).unwrap();
+        let path = run.path.clone();
+        assert!(path.exists());
+        run.abort(&mut engine, &log.store);
+        assert!(!path.exists(), "the partial image stays");
+        write(&mut engine, &mut log, &mut model, seq..seq + 10);
+        seq += 10;
+        let m = log.store.manifest.lock().unwrap().clone();
+        assert_eq!(m.shards[0].logs.len(), 2, "the rotation's log is in the chain");
+        snapshot(&mut engine, &mut log, &mut model, &mut seq).unwrap();
+        drop((engine, log));
+        check(&dir.0, &model, "after an aborted and a complete snapshot");
+    }
+}
