@@ -225,6 +225,9 @@ fn shutdown(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
         return error(p, v, "ERR No shutdown in progress.");
     }
     if save {
+        // The save runs as a barrier (`save.rs`); the connection closes after it either way
+        // (after its error when the save failed: unlike Redis, which keeps it open).
+        s.quit = true;
         return Planned::Barrier;
     }
     tracing::warn!(client = s.admin.me.id, peer = ?s.admin.me.peer, "SHUTDOWN asked by a client: stopping");
