@@ -7,8 +7,10 @@
 //!   serve(ctx) loop:
 //!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size)
 //!     snapshot():  begin (rotate + ImageWriter::begin)      one borrow of the engine
-//!                  step, yield, step, yield, ...            SNAPSHOT_STEP_BUCKETS each
-//!                  finish (trailer, manifest, old files removed)
+//!                  step, yield, step, yield, ...            SNAPSHOT_STEP_BUCKETS each,
+//!                  for SNAPSHOT_SLICE; then SNAPSHOT_PAUSE if commands came in meanwhile
+//!                  finish (trailer, fdatasync, manifest, old files removed) on a blocking
+//!                  thread: the waits for the disk stay off the shard
 //! ```
 //!
 //! The engine is borrowed only inside a step, never across an await, so batches run between
@@ -21,6 +23,13 @@ use std::time::{Duration, Instant};
 
 use super::ShardCtx;
 use crate::persistence::snapshot::{self as snap, Running, SnapshotFailed, Why};
+
+/// How long a snapshot steps (yielding between steps) before it checks whether clients are
+/// being served, and how long it then pauses: a busy shard gives its snapshot at most about a
+/// sixth of its core (on a 2-core machine the clients' own threads need the rest), an idle one
+/// all of it.
+pub const SNAPSHOT_SLICE: Duration = Duration::from_micros(200);
+pub const SNAPSHOT_PAUSE: Duration = Duration::from_millis(1);
 
 /// After a failed automatic snapshot, the shard waits this long before it tries again (a
 /// full disk would otherwise be retried every check).
@@ -88,10 +97,25 @@ impl ShardCtx {
         let c = &self.stats.snapshot;
         c.in_progress.fetch_add(1, Ordering::Relaxed);
         let mut counted = (0u64, 0u64);
+        let mut slice_end = Instant::now() + SNAPSHOT_SLICE;
+        let mut commands = self.stats.commands.load(Ordering::Relaxed);
         let result = loop {
             match self.snapshot_step(&mut run, &store, &mut counted) {
                 Ok(true) => break Ok(()),
-                Ok(false) => tokio::task::yield_now().await,
+                Ok(false) if Instant::now() < slice_end => tokio::task::yield_now().await,
+                Ok(false) => {
+                    // A slice is over: pause while clients are served, so the snapshot takes
+                    // at most about SLICE / (SLICE + PAUSE) of the core; go on at once when
+                    // no command came in the slice.
+                    let now = self.stats.commands.load(Ordering::Relaxed);
+                    if now != commands {
+                        tokio::time::sleep(SNAPSHOT_PAUSE).await;
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                    commands = self.stats.commands.load(Ordering::Relaxed);
+                    slice_end = Instant::now() + SNAPSHOT_SLICE;
+                }
                 Err(e) => break Err(e),
             }
         };
@@ -101,7 +125,13 @@ impl ShardCtx {
         match result {
             Ok(()) => {
                 let took = run.started.elapsed();
-                let summary = run.finish(&store, self.id)?;
+                // The file's fdatasync and the manifest's update wait for the disk (tens of
+                // ms for a large image): off the shard's thread, which keeps serving (its
+                // records already go to the new log, named and durable since `begin`).
+                let (store2, id) = (store.clone(), self.id);
+                let summary = tokio::task::spawn_blocking(move || run.finish(&store2, id))
+                    .await
+                    .map_err(|e| SnapshotFailed(format!("the snapshot's last step: {e}")))??;
                 tracing::info!(shard = self.id, entries = summary.entries, bytes = summary.file_bytes, took_ms = took.as_millis() as u64, "snapshot written");
                 Ok(summary.file_bytes)
             }
