@@ -29,6 +29,9 @@ pub(crate) fn render(s: &mut String, store: Option<&Store>) {
     );
     // Snapshots (`snapshot.rs`): Redis's `rdb_*` fields, the log's records standing for
     // its changed keys.
-    let records = store.stats.records.load(std::sync::atomic::Ordering::Relaxed);
+    let records = store
+        .stats
+        .records
+        .load(std::sync::atomic::Ordering::Relaxed);
     store.snapshots.render(s, records);
 }

@@ -149,9 +149,9 @@ fn unix_ms() -> u64 {
 
 /// How a BGSAVE request went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Started {
+pub(crate) enum RoundStart {
     /// A new round, with its id.
-    Started(u64),
+    New(u64),
     /// A round runs already.
     InProgress,
     /// A shard is taking an automatic snapshot (BGSAVE without SCHEDULE is refused, as Redis
@@ -176,13 +176,18 @@ impl Snapshots {
 
     /// Starts a round unless one runs; `schedule` (BGSAVE SCHEDULE, SAVE) lets it start while
     /// automatic snapshots run: each shard takes its part when its own is done.
-    pub(crate) fn start_round(&self, schedule: bool) -> Started {
+    pub(crate) fn start_round(&self, schedule: bool) -> RoundStart {
         let mut r = self.round.lock().unwrap_or_else(|e| e.into_inner());
         if r.running {
-            return Started::InProgress;
+            return RoundStart::InProgress;
         }
-        if !schedule && self.shards.iter().any(|s| s.running.load(Ordering::Acquire)) {
-            return Started::AutoRunning;
+        if !schedule
+            && self
+                .shards
+                .iter()
+                .any(|s| s.running.load(Ordering::Acquire))
+        {
+            return RoundStart::AutoRunning;
         }
         r.id += 1;
         r.running = true;
@@ -195,7 +200,7 @@ impl Snapshots {
             s.asked.store(id, Ordering::Release);
             s.wake.notify_one();
         }
-        Started::Started(id)
+        RoundStart::New(id)
     }
 
     /// Waits until round `id` ends; true when every shard's snapshot succeeded.
@@ -370,19 +375,23 @@ fn remove_partial(store: &Store, path: &Path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         // Recovery removes it (the manifest does not name it).
-        Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove a partial snapshot"),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a partial snapshot")
+        }
     }
 }
 
 impl Running {
     /// One step; true when every entry is in the file. On an error the image is given up.
-    pub(crate) fn step(&mut self, engine: &mut Engine, store: &Store) -> Result<bool, SnapshotFailed> {
-        self.image
-            .step(engine, SNAPSHOT_STEP_BUCKETS)
-            .map_err(|e| {
-                remove_partial(store, &self.path);
-                SnapshotFailed(format!("writing {}: {e}", self.snap_name))
-            })
+    pub(crate) fn step(
+        &mut self,
+        engine: &mut Engine,
+        store: &Store,
+    ) -> Result<bool, SnapshotFailed> {
+        self.image.step(engine, SNAPSHOT_STEP_BUCKETS).map_err(|e| {
+            remove_partial(store, &self.path);
+            SnapshotFailed(format!("writing {}: {e}", self.snap_name))
+        })
     }
 
     /// Where the image stands: (buckets emitted, buckets, extra bytes held).
@@ -452,7 +461,13 @@ impl Snapshots {
     /// What shard `shard` should snapshot for now, if anything: a round it was asked for
     /// after `served` (the last it took part in), else an automatic snapshot when its log
     /// `log_bytes` long passes the rule (`limit` 0: off).
-    pub(crate) fn next(&self, shard: usize, served: u64, log_bytes: u64, limit: u64) -> Option<Why> {
+    pub(crate) fn next(
+        &self,
+        shard: usize,
+        served: u64,
+        log_bytes: u64,
+        limit: u64,
+    ) -> Option<Why> {
         let s = &self.shards[shard];
         let asked = s.asked.load(Ordering::Acquire);
         if asked > served {
@@ -600,7 +615,10 @@ mod tests {
         (0..7)
             .map(|i| {
                 let k = (seq * 7 + i * 13) % KEYS;
-                (format!("k{k}").into_bytes(), format!("v{seq}-{i}").into_bytes())
+                (
+                    format!("k{k}").into_bytes(),
+                    format!("v{seq}-{i}").into_bytes(),
+                )
             })
             .collect()
     }
@@ -715,7 +733,11 @@ mod tests {
         write(&mut engine, &mut log, &mut model, seq..seq + 10);
         seq += 10;
         let m = log.store.manifest.lock().unwrap().clone();
-        assert_eq!(m.shards[0].logs.len(), 2, "the rotation's log is in the chain");
+        assert_eq!(
+            m.shards[0].logs.len(),
+            2,
+            "the rotation's log is in the chain"
+        );
         snapshot(&mut engine, &mut log, &mut model, &mut seq).unwrap();
         drop((engine, log));
         check(&dir.0, &model, "after an aborted and a complete snapshot");

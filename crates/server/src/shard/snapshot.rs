@@ -50,7 +50,11 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             .borrow()
             .as_ref()
             .map_or(0, |l| l.writer.file_bytes());
-        let auto_limit = if Instant::now() >= auto_after { limit } else { 0 };
+        let auto_limit = if Instant::now() >= auto_after {
+            limit
+        } else {
+            0
+        };
         let Some(why) = snaps.next(ctx.id, served, log_bytes, auto_limit) else {
             snaps.asked(ctx.id, snap::AUTO_CHECK_INTERVAL).await;
             continue;
@@ -68,7 +72,12 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
                 c.bytes.fetch_add(bytes, Ordering::Relaxed);
                 if why == Why::Auto {
                     c.auto.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(shard = ctx.id, log_bytes, image_bytes = bytes, "automatic snapshot done: the log before it is removed");
+                    tracing::info!(
+                        shard = ctx.id,
+                        log_bytes,
+                        image_bytes = bytes,
+                        "automatic snapshot done: the log before it is removed"
+                    );
                 }
                 Some(bytes)
             }
@@ -132,7 +141,13 @@ impl ShardCtx {
                 let summary = tokio::task::spawn_blocking(move || run.finish(&store2, id))
                     .await
                     .map_err(|e| SnapshotFailed(format!("the snapshot's last step: {e}")))??;
-                tracing::info!(shard = self.id, entries = summary.entries, bytes = summary.file_bytes, took_ms = took.as_millis() as u64, "snapshot written");
+                tracing::info!(
+                    shard = self.id,
+                    entries = summary.entries,
+                    bytes = summary.file_bytes,
+                    took_ms = took.as_millis() as u64,
+                    "snapshot written"
+                );
                 Ok(summary.file_bytes)
             }
             Err(e) => {

@@ -196,7 +196,10 @@ fn save_lastsave_and_info_fields() {
     // The metrics rows (snapshot progress) are there too.
     let page = common::metrics(&srv);
     assert!(page.contains("directkv_snapshot_buckets_done"), "{page}");
-    assert_eq!(common::metric(&page, "directkv_snapshots_done_total", ""), 4);
+    assert_eq!(
+        common::metric(&page, "directkv_snapshots_done_total", ""),
+        4
+    );
     srv.stop();
     let srv = start_with(persistent(&dir.0, 2));
     let mut c = Client::connect(&srv);
@@ -229,7 +232,10 @@ fn shutdown_save_snapshots_then_stops() {
     let mut c = Client::connect(&srv);
     set_keys(&mut c, 0..1000);
     c.send(&[b"SHUTDOWN", b"SAVE"]);
-    assert!(c.closed(), "SHUTDOWN SAVE closes the connection without a reply");
+    assert!(
+        c.closed(),
+        "SHUTDOWN SAVE closes the connection without a reply"
+    );
     assert!(srv.shutdown_requested());
     srv.stop();
     for line in manifest_lines(&dir.0) {
@@ -258,12 +264,18 @@ fn auto_snapshot_lets_the_log_go() {
         std::thread::sleep(Duration::from_millis(10));
     }
     while info_field(&mut c, "snapshot_in_progress") != 0 {
-        assert!(Instant::now() < deadline, "the automatic snapshot never ended");
+        assert!(
+            Instant::now() < deadline,
+            "the automatic snapshot never ended"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // The log before the snapshot is gone: what is left is far below what was written.
     let left = log_bytes(&dir.0);
-    assert!(left < 64 << 10, "{left} bytes of log left after the snapshot");
+    assert!(
+        left < 64 << 10,
+        "{left} bytes of log left after the snapshot"
+    );
     let line = &manifest_lines(&dir.0)[0];
     assert!(line.contains(" snapshot snap-"), "{line}");
     // A plain BGSAVE is refused only while an automatic snapshot runs; now it starts.

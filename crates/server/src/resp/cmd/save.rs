@@ -20,7 +20,7 @@ use directkv_proto::resp::{self, RespWriter, Version};
 
 use super::{error, Planned};
 use crate::persistence::snapshot::{
-    Started, ERR_AUTO_IN_PROGRESS, ERR_IN_PROGRESS, ERR_PERSISTENCE_OFF,
+    RoundStart, ERR_AUTO_IN_PROGRESS, ERR_IN_PROGRESS, ERR_PERSISTENCE_OFF,
 };
 use crate::resp::reply::Pending;
 use crate::shard::ShardCtx;
@@ -53,10 +53,10 @@ pub(super) async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut V
         "bgsave" => match ctx.store.as_deref() {
             None => w.error(ERR_PERSISTENCE_OFF),
             Some(store) => match store.snapshots.start_round(a.len() == 2) {
-                Started::Started(_) if a.len() == 2 => w.simple("Background saving scheduled"),
-                Started::Started(_) => w.simple("Background saving started"),
-                Started::InProgress => w.error(ERR_IN_PROGRESS),
-                Started::AutoRunning => w.error(ERR_AUTO_IN_PROGRESS),
+                RoundStart::New(_) if a.len() == 2 => w.simple("Background saving scheduled"),
+                RoundStart::New(_) => w.simple("Background saving started"),
+                RoundStart::InProgress => w.error(ERR_IN_PROGRESS),
+                RoundStart::AutoRunning => w.error(ERR_AUTO_IN_PROGRESS),
             },
         },
         "save" => match save(ctx).await {
@@ -71,7 +71,10 @@ pub(super) async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut V
                     tracing::warn!(error = e, "SHUTDOWN SAVE FORCE: the save failed; stopping all the same (the log holds every write)");
                 }
                 Err(e) => {
-                    tracing::error!(error = e, "SHUTDOWN SAVE: the save failed, the server keeps running");
+                    tracing::error!(
+                        error = e,
+                        "SHUTDOWN SAVE: the save failed, the server keeps running"
+                    );
                     w.error(ERR_SHUTDOWN);
                     return;
                 }
@@ -95,7 +98,7 @@ pub(crate) fn in_transaction(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut 
     match ctx.store.as_deref() {
         None => w.error(ERR_PERSISTENCE_OFF),
         Some(store) => match store.snapshots.start_round(true) {
-            Started::InProgress => w.error(ERR_IN_PROGRESS),
+            RoundStart::InProgress => w.error(ERR_IN_PROGRESS),
             _ => w.simple("Background saving scheduled"),
         },
     }
@@ -114,7 +117,7 @@ async fn save(ctx: &ShardCtx) -> Result<(), &'static str> {
         return Err(ERR_PERSISTENCE_OFF);
     };
     match store.snapshots.start_round(true) {
-        Started::Started(id) => {
+        RoundStart::New(id) => {
             if store.snapshots.wait(id).await {
                 Ok(())
             } else {
