@@ -767,7 +767,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
     server(
         "Persistence",
         "snapshot_buckets_total",
-        "directkv_snapshot_buckets_total",
+        "directkv_snapshot_buckets",
         Kind::Gauge,
         "Main index buckets the running snapshots will write in all.",
         |s| s.snapshot.buckets_total.load(Ordering::Relaxed),
