@@ -98,7 +98,7 @@ impl CheckReport {
             let leftover = if self.counts(f) {
                 ""
             } else {
-                " [not in the manifest: a leftover, ignored by recovery]"
+                " [not in the manifest: a leftover, removed by recovery]"
             };
             s.push_str(&format!("{}: {}{leftover}\n", f.name, describe(&f.state)));
             if let Some(r) = &f.repaired {

@@ -901,6 +901,7 @@ mod tests {
             metrics_port: Some(0),
             shards: 2,
             memory_bytes: 32 << 20,
+            appendonly: false,
             ..crate::ServerConfig::default()
         })
         .expect("server starts");

@@ -25,9 +25,14 @@ pub fn start(shards: usize) -> Server {
     start_with(config(shards))
 }
 
-/// Starts `cfg` with metrics on an ephemeral port, so parallel tests never collide.
+/// Starts `cfg` with metrics on an ephemeral port, so parallel tests never collide; for the
+/// same reason a configuration left with the default `dir` gets no persistence (every such
+/// test would share, and lock, `./directkv-data`): a test of persistence gives its own `dir`.
 pub fn start_with(mut cfg: ServerConfig) -> Server {
     cfg.metrics_port = Some(0);
+    if cfg.dir.as_os_str() == directkv_server::config::DIR_DEFAULT {
+        cfg.appendonly = false;
+    }
     Server::start(cfg).expect("server starts")
 }
 

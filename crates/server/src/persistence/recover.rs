@@ -7,7 +7,7 @@
 //!     create dir; DirLock (a second server on the dir is refused, naming the holder's pid)
 //!     no MANIFEST  -> a new store: cfg.shard_count() logs (first Lsn 1, durable), then the
 //!                     MANIFEST of generation 1 naming them
-//!     MANIFEST     -> the shard count it holds (see "Shard count" below), then
+//!     MANIFEST     -> loaded at the shard count it holds (see "Shard count" below):
 //!                     thread per shard ──> engine (eviction off while loading)
 //!                        ├ snapshot header: its Lsn S
 //!                        ├ logs of the chain, in order: records <= S skipped; before the
@@ -15,6 +15,7 @@
 //!                        │   each record replayed at its own `now` with its CAS counter
 //!                        └ the last log: a torn tail cut (LogWriter::resume) and reported
 //!                     main thread: a progress line each second, then the summary
+//!                     --shards N other than the stored count: reshard, new snapshots
 //!                     leftovers (files the manifest does not name, MANIFEST.tmp) removed
 //! ```
 //!
@@ -31,14 +32,16 @@
 //! record follows), so entries whose deadline had passed are left out and every entry a later
 //! record may touch (a PERSIST before the deadline) is there. Each record replays at its own
 //! `now`, so a key that expired between two records behaves as it did. What expired after the
-//! last record is invisible from the first batch on (the shards set the real `now` per batch)
-//! and reclaimed by lazy expiry and the sweeper, whose deletes are logged.
+//! last record (or while the server was down) is then removed by one pass at the real time,
+//! whose deletes are logged as the sweeper's are (`reclaim_expired`), so a restarted store
+//! holds no expired key, as Redis leaves them out of a loaded RDB.
 //!
-//! **Shard count.** A store keeps the shard count it was written with: a key's shard is a
-//! function of its hash and the count (`shard::dispatch::shard_of`), and each shard's log
-//! replays into its own engine. `--shards 0` (the default) takes the stored count; a different
-//! explicit count is refused with a message that says so (re-sharding on start is not built:
-//! it would rewrite every key into new snapshots before serving).
+//! **Shard count.** A key's shard is a function of its hash and the count
+//! (`shard::dispatch::shard_of`), and each shard's log replays into its own engine, so the
+//! store is always loaded at the count it was written with. `--shards 0` (the default) then
+//! serves with that count; a different explicit count re-shards before serving (`reshard`):
+//! every key is moved to its shard under the new count, each new shard written as a snapshot
+//! with an empty log, and one manifest switches to them (the old files are removed after).
 //!
 //! **Memory.** Each shard's engine has `memory / shards` as when serving, and replays with
 //! eviction off: the evictions the original made are in the log, so the same memory rebuilds
@@ -46,7 +49,7 @@
 //! on replay are counted and reported (a store restarted with less `--memory` than it was
 //! written with), since a write that ran out the first time also runs out on replay.
 //!
-//! Non-goals: re-sharding; repairing (`directkv check --repair` does, on an operator's word).
+//! Non-goals: repairing (`directkv check --repair` does, on an operator's word).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +71,9 @@ use crate::config::ServerConfig;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Records (or snapshot groups) a loading shard handles between updates of its progress.
 const PROGRESS_EVERY: u64 = 1024;
+/// Main buckets per step of the pass that removes keys expired while the server was down
+/// (`reclaim_expired`): one log record of deletes per step.
+const RECLAIM_STEP_BUCKETS: u64 = 4096;
 
 /// A store opened for serving: per shard its engine (loaded) and its log (positioned after
 /// its last good record), the manifest as stored, and the directory's lock.
@@ -109,7 +115,12 @@ pub(crate) struct ShardSummary {
     pub(crate) torn: Option<(PathBuf, u64, u64)>,
     /// Replayed writes that ran out of memory.
     pub(crate) out_of_memory: u64,
+    /// Keys whose deadline had passed, removed after loading (their deletes logged).
+    pub(crate) reclaimed: u64,
     pub(crate) elapsed: Duration,
+    /// CPU time of the loading thread (0 where /proc/thread-self is not there): on a shared
+    /// machine, keys per CPU second say what the code does and wall time what it got.
+    pub(crate) cpu: Duration,
 }
 
 impl Summary {
@@ -255,15 +266,14 @@ fn create(cfg: &ServerConfig, fs: &dyn Fs, lock: DirLock) -> Result<Opened, Stri
     })
 }
 
-/// The shard count a stored manifest of `stored` shards is opened with.
-fn shard_count(cfg: &ServerConfig, stored: usize) -> Result<usize, String> {
-    if cfg.shards == 0 || cfg.shards == stored {
-        return Ok(stored);
+/// The shard count a store of `stored` shards serves with: `--shards 0` keeps it, another
+/// count re-shards the store (`reshard`).
+fn shard_count(cfg: &ServerConfig, stored: usize) -> usize {
+    if cfg.shards == 0 {
+        stored
+    } else {
+        cfg.shards
     }
-    Err(format!(
-        "{} holds a store of {stored} shards; start with --shards {stored} or --shards 0 (the stored count), or choose another --dir (changing the shard count of a store is not supported)",
-        cfg.dir.display()
-    ))
 }
 
 /// One loading shard's progress, read by the main thread's progress line.
@@ -281,7 +291,7 @@ fn recover(
     m: Manifest,
     lock: DirLock,
 ) -> Result<Opened, String> {
-    let shards = shard_count(cfg, m.shards.len())?;
+    let shards = m.shards.len();
     let load_cfg = loading_config(cfg, shards);
     let policy = cfg.eviction_policy().unwrap_or_default();
     let progress: Vec<Progress> = (0..shards).map(|_| Progress::default()).collect();
@@ -319,14 +329,23 @@ fn recover(
     let mut logs = Vec::with_capacity(shards);
     let mut summaries = Vec::with_capacity(shards);
     for (shard, r) in loaded.into_iter().enumerate() {
-        let mut l = r.unwrap_or_else(|| Err(format!("shard {shard}: its loading thread died")))?;
-        l.engine.set_eviction_policy(policy);
+        let l = r.unwrap_or_else(|| Err(format!("shard {shard}: its loading thread died")))?;
         engines.push(l.engine);
         logs.push(l.writer);
         summaries.push(l.summary);
     }
+    let serving = shard_count(cfg, shards);
+    let (mut engines, logs, m) = if serving == shards {
+        (engines, logs, m)
+    } else {
+        drop(logs);
+        reshard(cfg, &*fs, &m, engines, serving)?
+    };
+    for e in &mut engines {
+        e.set_eviction_policy(policy);
+    }
     Ok(Opened {
-        shards,
+        shards: serving,
         engines,
         logs,
         manifest: m,
@@ -337,6 +356,160 @@ fn recover(
             ..Summary::default()
         },
     })
+}
+
+/// Entries copied out of an engine's image on their way to another engine.
+#[derive(Default)]
+struct Moving {
+    bytes: Vec<u8>,
+    /// (key end, value end) in `bytes`, deadline, flags, cas.
+    entries: Vec<(usize, usize, u64, u32, u64)>,
+}
+
+/// Entries handed to `Engine::load_entries` at once.
+const MOVE_GROUP_LEN: usize = 64;
+
+impl Moving {
+    fn push(&mut self, e: &directkv_engine::SnapEntry<'_>) {
+        self.bytes.extend_from_slice(e.key);
+        let kend = self.bytes.len();
+        self.bytes.extend_from_slice(e.value);
+        self.entries
+            .push((kend, self.bytes.len(), e.deadline, e.flags, e.cas));
+    }
+
+    /// Stores the entries held into `engine` and empties the buffer.
+    fn store(&mut self, engine: &mut Engine) -> Result<(), String> {
+        let mut group = Vec::with_capacity(self.entries.len());
+        let mut start = 0;
+        for &(kend, vend, deadline, flags, cas) in &self.entries {
+            group.push(directkv_engine::SnapEntry {
+                key: &self.bytes[start..kend],
+                value: &self.bytes[kend..vend],
+                deadline,
+                flags,
+                cas,
+            });
+            start = vend;
+        }
+        let r = engine.load_entries(&group).map(|_| ()).map_err(|(i, e)| {
+            format!(
+                "storing the key {:?} in its new shard: {e}",
+                String::from_utf8_lossy(&group[i].key[..group[i].key.len().min(64)])
+            )
+        });
+        self.bytes.clear();
+        self.entries.clear();
+        r
+    }
+}
+
+/// Re-shards a loaded store to `target` shards before serving: every key goes to the shard
+/// the server maps it to (`shard::dispatch::shard_of` over the new count), each new shard's
+/// image is written as a snapshot (Lsn 0) with a new, empty log (first Lsn 1), then one
+/// manifest of the next generation names them; the old files, which it does not name, are
+/// removed after it is stored (`remove_leftovers`). A crash before the manifest is stored
+/// leaves the old store in force and the new files as leftovers. Costs the old and the new
+/// engines' memory at once, for as long as it runs.
+fn reshard(
+    cfg: &ServerConfig,
+    fs: &dyn Fs,
+    old: &Manifest,
+    mut from: Vec<Engine>,
+    target: usize,
+) -> Result<(Vec<Engine>, Vec<LogWriter>, Manifest), String> {
+    let start = Instant::now();
+    let dir = &cfg.dir;
+    let now = now_ms();
+    let load_cfg = loading_config(cfg, target);
+    let mut to = Vec::with_capacity(target);
+    for _ in 0..target {
+        let mut e = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
+        e.set_now(now);
+        to.push(e);
+    }
+    // memcached's CAS values stay unique: every new shard continues after the largest.
+    let cas_next = from.iter().map(Engine::cas_next).max().unwrap_or(0);
+    let mut moving: Vec<Moving> = (0..target).map(|_| Moving::default()).collect();
+    let mut failed = None;
+    for e in &mut from {
+        e.set_now(now);
+        e.snapshot_begin()
+            .map_err(|_| "re-sharding: a snapshot of a loading engine is running".to_string())?;
+        let mut done = false;
+        while !done {
+            done = e.snapshot_step(RECLAIM_STEP_BUCKETS, &mut |entry| {
+                let t = crate::shard::dispatch::shard_of(entry.key, target);
+                moving[t].push(&entry);
+                if moving[t].entries.len() == MOVE_GROUP_LEN && failed.is_none() {
+                    failed = moving[t].store(&mut to[t]).err();
+                }
+            });
+        }
+    }
+    drop(from);
+    for (m, e) in moving.iter_mut().zip(&mut to) {
+        if failed.is_none() {
+            failed = m.store(e).err();
+        }
+    }
+    if let Some(e) = failed {
+        return Err(format!(
+            "{}: re-sharding from {} to {target} shards: {e} (memory is split evenly over the shards: give it more --memory, or start with --shards {})",
+            dir.display(),
+            old.shards.len(),
+            old.shards.len()
+        ));
+    }
+    let generation = old.generation + 1;
+    let mut files = Vec::with_capacity(target);
+    let mut logs = Vec::with_capacity(target);
+    for (shard, e) in to.iter_mut().enumerate() {
+        e.set_cas_next(cas_next);
+        let snap = manifest::snapshot_file_name(shard, generation);
+        let header = snapshot::SnapshotHeader {
+            shard: shard as u32,
+            created_ms: now,
+            lsn: 0,
+            cas_next,
+        };
+        image::write_image(
+            fs,
+            &dir.join(&snap),
+            e,
+            header,
+            snapshot::SnapshotOptions::default(),
+            image::IMAGE_STEP_BUCKETS_DEFAULT,
+        )
+        .map_err(|e| format!("re-sharding: {e}"))?;
+        let log = manifest::log_file_name(shard, generation);
+        let header = LogHeader {
+            shard: shard as u32,
+            first_lsn: 1,
+        };
+        logs.push(
+            LogWriter::create(fs, &dir.join(&log), header, super::log_limits())
+                .map_err(|e| format!("re-sharding: {e}"))?,
+        );
+        files.push(ShardFiles {
+            snapshot: Some(snap),
+            logs: vec![log],
+        });
+    }
+    let m = Manifest {
+        generation,
+        shards: files,
+    };
+    manifest::store(fs, dir, &m).map_err(|e| format!("re-sharding: {e}"))?;
+    tracing::info!(
+        dir = %dir.display(),
+        from = old.shards.len(),
+        to = target,
+        keys = to.iter().map(|e| e.counts().keys).sum::<u64>(),
+        ms = start.elapsed().as_millis() as u64,
+        "re-sharded the store: every key moved to its shard under the new count, written as new snapshots"
+    );
+    Ok((to, logs, m))
 }
 
 fn log_progress(progress: &[Progress], start: Instant) {
@@ -374,6 +547,14 @@ fn now_ms() -> u64 {
     crate::shard::expiry::now_ms()
 }
 
+/// This thread's CPU time (Linux's /proc/thread-self/schedstat; zero elsewhere).
+fn thread_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
 /// A shard's snapshot, loaded at the first record after it (module comment).
 struct PendingSnapshot {
     path: PathBuf,
@@ -390,6 +571,7 @@ fn load_shard(
     progress: &Progress,
 ) -> Result<Loaded, String> {
     let start = Instant::now();
+    let cpu_start = thread_cpu();
     let mut sum = ShardSummary::default();
     let mut engine = Engine::new(load_cfg.clone()).map_err(|e| e.to_string())?;
     let mut pending = match &files.snapshot {
@@ -467,10 +649,12 @@ fn load_shard(
                     hint(dir, false)
                 ))
             }
-            (Err(e @ log::LogError::Corrupt { .. }), None) => {
+            // A damaged header, or a record whose checksums hold but which does not decode
+            // (written by a newer directkv?): nothing `--repair` truncates.
+            (Err(e @ (log::LogError::Corrupt { .. } | log::LogError::Replay { .. })), None) => {
                 return Err(format!("{e}{}", hint(dir, false)))
             }
-            (Err(e), None) => return Err(format!("{e}{}", hint(dir, true))),
+            (Err(e), None) => return Err(e.to_string()),
             (Ok(s), _) => s,
         };
         check_chain(dir, &path, shard, &scan.header, next_lsn, snap_lsn)?;
@@ -526,8 +710,15 @@ fn load_shard(
     if let Some(p) = pending.take() {
         load_snapshot(fs, dir, &p, &mut engine, now_ms(), &mut sum, progress)?;
     }
+    let mut writer = writer;
+    if engine.counts().expiring_keys > 0 {
+        sum.reclaimed = reclaim_expired(&mut engine, &mut writer, now_ms()).map_err(|e| {
+            format!("{e} (removing the keys that expired while the server was down)")
+        })?;
+    }
     sum.keys = engine.counts().keys;
     sum.elapsed = start.elapsed();
+    sum.cpu = thread_cpu().saturating_sub(cpu_start);
     progress.keys.store(sum.keys, Ordering::Relaxed);
     progress.records.store(sum.records, Ordering::Relaxed);
     progress.bytes.store(sum.bytes, Ordering::Relaxed);
@@ -536,6 +727,45 @@ fn load_shard(
         writer,
         summary: sum,
     })
+}
+
+/// Removes the keys whose deadline passed before `now` (while the server was down, or after
+/// the last record) and logs their deletes, as the sweeper would have: a restarted store holds
+/// no expired key (Redis leaves them out of a loaded RDB too), and DBSIZE and INFO count what
+/// a client can read. Returns the keys removed; the records are durable when it returns.
+fn reclaim_expired(
+    engine: &mut Engine,
+    writer: &mut LogWriter,
+    now: u64,
+) -> Result<u64, log::LogError> {
+    engine.set_now(now);
+    let mut cursor = 0;
+    let mut removed = 0;
+    loop {
+        let (next, n) = engine.expire_step(cursor, RECLAIM_STEP_BUCKETS);
+        if n > 0 {
+            let cas = engine.cas_next();
+            let head = batch::RecordHead {
+                now,
+                flush: false,
+                cas_before: cas,
+                cas_after: cas,
+            };
+            let e = &*engine;
+            writer
+                .append_if(|out| batch::encode_record(out, &head, e.reclaimed_keys(), &[], []))?;
+            writer.write_out()?;
+            removed += n;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    if removed > 0 {
+        writer.sync()?;
+    }
+    Ok(removed)
 }
 
 /// Checks that the log at `path` belongs to `shard` and continues the chain: its first Lsn
@@ -665,9 +895,11 @@ fn report(dir: &Path, s: &Summary) {
             snapshot_expired = sh.snapshot_expired,
             records = sh.records,
             records_skipped = sh.skipped,
+            expired_removed = sh.reclaimed,
             mb_read = sh.bytes as f64 / 1e6,
             keys_per_sec = (sh.keys as f64 / shard_secs) as u64,
             ms = sh.elapsed.as_millis() as u64,
+            cpu_ms = sh.cpu.as_millis() as u64,
             "shard loaded"
         );
         if sh.out_of_memory > 0 {
@@ -690,4 +922,739 @@ fn report(dir: &Path, s: &Summary) {
         ms,
         "store loaded"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use directkv_engine::{cond, expire_args, Op, NO_DEADLINE};
+    use directkv_persist::batch::{encode_record, RecordHead};
+    use directkv_persist::fs::RealFs;
+    use directkv_persist::snapshot::{SnapshotHeader, SnapshotOptions};
+
+    /// A directory of its own under the system's temporary one, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "dkv-recover-{}-{}-{name}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            TempDir(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn cfg(dir: &Path, shards: usize) -> ServerConfig {
+        ServerConfig {
+            dir: dir.to_path_buf(),
+            shards,
+            memory_bytes: shards * (16 << 20),
+            appendonly: true,
+            ..ServerConfig::default()
+        }
+    }
+
+    fn fs() -> Arc<dyn Fs> {
+        Arc::new(RealFs)
+    }
+
+    /// A shard as the server runs one: an engine and its log, a record per batch that wrote
+    /// (the same steps as `ShardCtx::execute`), at a clock the test sets.
+    struct Recorder {
+        engine: Engine,
+        log: LogWriter,
+        now: u64,
+        out: Results,
+    }
+
+    impl Recorder {
+        fn new(c: &ServerConfig, shard: usize, name: &str, first_lsn: Lsn) -> Recorder {
+            let engine = Engine::new(crate::shard::engine_config(c, c.shards)).unwrap();
+            Recorder::with_engine(c, engine, shard, name, first_lsn)
+        }
+
+        fn with_engine(
+            c: &ServerConfig,
+            engine: Engine,
+            shard: usize,
+            name: &str,
+            first_lsn: Lsn,
+        ) -> Recorder {
+            let header = LogHeader {
+                shard: shard as u32,
+                first_lsn,
+            };
+            let log = LogWriter::create(
+                &RealFs,
+                &c.dir.join(name),
+                header,
+                super::super::log_limits(),
+            )
+            .unwrap();
+            Recorder {
+                engine,
+                log,
+                now: now_ms() - 60_000,
+                out: Results::default(),
+            }
+        }
+
+        fn run(&mut self, ops: &[Op]) {
+            let e = &mut self.engine;
+            e.set_now(self.now);
+            let cas_before = e.cas_next();
+            e.execute(ops, &mut self.out);
+            let head = RecordHead {
+                now: self.now,
+                flush: false,
+                cas_before,
+                cas_after: e.cas_next(),
+            };
+            self.log
+                .append_if(|out| {
+                    encode_record(
+                        out,
+                        &head,
+                        e.evicted_before_batch(),
+                        ops,
+                        e.evicted_after_batch(),
+                    )
+                })
+                .unwrap();
+            self.log.write_out().unwrap();
+            self.now += 10;
+        }
+
+        fn flush(&mut self, c: &ServerConfig) {
+            let cas = self.engine.cas_next();
+            let head = RecordHead {
+                now: self.now,
+                flush: true,
+                cas_before: cas,
+                cas_after: cas,
+            };
+            self.log
+                .append_with(|out| {
+                    encode_record(out, &head, [], &[], []);
+                })
+                .unwrap();
+            self.log.write_out().unwrap();
+            self.engine = Engine::new(crate::shard::engine_config(c, c.shards)).unwrap();
+            self.engine.set_cas_next(cas);
+        }
+
+        /// A snapshot of the engine now, including every record written so far.
+        fn snapshot(&mut self, dir: &Path, shard: usize, name: &str) {
+            let header = SnapshotHeader {
+                shard: shard as u32,
+                created_ms: self.now,
+                lsn: self.log.next_lsn() - 1,
+                cas_next: 0,
+            };
+            self.engine.set_now(self.now);
+            image::write_image(
+                &RealFs,
+                &dir.join(name),
+                &mut self.engine,
+                header,
+                SnapshotOptions::default(),
+                64,
+            )
+            .unwrap();
+        }
+    }
+
+    type Live = Vec<(Vec<u8>, Vec<u8>, u64)>;
+
+    /// Every key-value alive at `now`, with its deadline, sorted.
+    fn live(e: &Engine, now: u64) -> Live {
+        let mut v = vec![];
+        e.for_each_with_deadline(|k, val, d| {
+            if d == NO_DEADLINE || d > now {
+                v.push((k.to_vec(), val.to_vec(), d));
+            }
+        });
+        v.sort();
+        v
+    }
+
+    fn store(m: &Manifest, dir: &Path) {
+        manifest::store(&RealFs, dir, m).unwrap();
+    }
+
+    fn one_shard(snapshot: Option<&str>, logs: &[&str]) -> ShardFiles {
+        ShardFiles {
+            snapshot: snapshot.map(str::to_string),
+            logs: logs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn err(r: Result<Opened, String>) -> String {
+        match r {
+            Ok(_) => panic!("recovery accepted a store it must refuse"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_new_store_is_created_and_reopens_empty() {
+        let d = TempDir::new("new");
+        let c = cfg(&d.0, 2);
+        let o = open(&c, fs()).unwrap();
+        assert!(o.summary.created);
+        assert_eq!((o.shards, o.engines.len(), o.logs.len()), (2, 2, 2));
+        assert_eq!(o.manifest.generation, 1);
+        assert_eq!(
+            o.manifest.shards[1].logs,
+            [manifest::log_file_name(1, 1)],
+            "the manifest names the logs it created"
+        );
+        assert!(o.logs.iter().all(|w| w.next_lsn() == 1));
+        drop(o);
+        let o = open(&c, fs()).unwrap();
+        assert!(!o.summary.created);
+        assert_eq!((o.shards, o.summary.keys()), (2, 0));
+        assert!(o.logs.iter().all(|w| w.next_lsn() == 1));
+    }
+
+    #[test]
+    fn a_second_open_of_the_directory_is_refused_naming_the_holder() {
+        let d = TempDir::new("lock");
+        let c = cfg(&d.0, 1);
+        let first = open(&c, fs()).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains("in use by another directkv process")
+                && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        drop(first);
+        open(&c, fs()).unwrap();
+    }
+
+    /// Shard 0: a log alone. Shard 1: a snapshot in the middle of its first log (the records
+    /// at or before its Lsn are skipped), then a second log; a flush in shard 0. Both must
+    /// come back exactly as the recorders' engines, CAS counter included.
+    #[test]
+    fn snapshots_and_chains_of_logs_replay_to_the_same_store() {
+        let d = TempDir::new("chain");
+        let c = cfg(&d.0, 2);
+        let names = (
+            manifest::log_file_name(0, 1),
+            manifest::log_file_name(1, 1),
+            manifest::log_file_name(1, 2),
+            manifest::snapshot_file_name(1, 2),
+        );
+        let mut r0 = Recorder::new(&c, 0, &names.0, 1);
+        let far = expire_args(now_ms() + 3_600_000, cond::ANY);
+        let one = 1i64.to_le_bytes();
+        r0.run(&[Op::put(b"gone", b"x")]);
+        r0.flush(&c);
+        r0.run(&[Op::put(b"a", b"1"), Op::put_expire(b"t", b"ttl", &far)]);
+        r0.run(&[Op::incr_by(b"n", &one), Op::incr_by(b"n", &one)]);
+        r0.run(&[Op::delete(b"a"), Op::put(b"b", b"2")]);
+        let mut r1 = Recorder::new(&c, 1, &names.1, 1);
+        for i in 0..50u32 {
+            let k = format!("k{i}");
+            r1.run(&[
+                Op::put(k.as_bytes(), &i.to_le_bytes()),
+                Op::incr_by(b"c", &one),
+            ]);
+        }
+        r1.snapshot(&d.0, 1, &names.3);
+        for i in 0..30u32 {
+            let k = format!("k{}", i * 2);
+            r1.run(&[Op::incr_by(b"n1", &one), Op::delete(k.as_bytes())]);
+        }
+        let next = r1.log.next_lsn();
+        let mut r1b = Recorder::with_engine(&c, r1.engine, 1, &names.2, next);
+        r1b.now = r1.now;
+        r1b.run(&[Op::put(b"late", b"yes")]);
+        store(
+            &Manifest {
+                generation: 2,
+                shards: vec![
+                    one_shard(None, &[&names.0]),
+                    one_shard(Some(&names.3), &[&names.1, &names.2]),
+                ],
+            },
+            &d.0,
+        );
+        let o = open(&c, fs()).unwrap();
+        let now = now_ms();
+        assert_eq!(live(&o.engines[0], now), live(&r0.engine, now));
+        assert_eq!(live(&o.engines[1], now), live(&r1b.engine, now));
+        assert_eq!(o.engines[0].cas_next(), r0.engine.cas_next());
+        assert_eq!(o.engines[1].cas_next(), r1b.engine.cas_next());
+        assert!(live(&o.engines[0], now).iter().all(|(k, ..)| k != b"gone"));
+        let s1 = &o.summary.shards[1];
+        assert_eq!((s1.snapshot_keys, s1.skipped, s1.records), (51, 50, 31));
+        assert_eq!(o.summary.shards[0].records, 5);
+        assert_eq!(o.logs[0].next_lsn(), 6);
+        assert_eq!(o.logs[1].next_lsn(), 82);
+        assert_eq!(o.logs[1].path(), d.0.join(&names.2));
+    }
+
+    /// A key the snapshot holds whose deadline passed before the restart is not back; one a
+    /// record after the snapshot PERSISTed before its deadline is, although its old deadline
+    /// has passed too (a load at the real time would have dropped it before the PERSIST).
+    #[test]
+    fn expired_keys_are_not_resurrected_and_persisted_ones_are_kept() {
+        let d = TempDir::new("expiry");
+        let c = cfg(&d.0, 1);
+        let (log, snap) = (
+            manifest::log_file_name(0, 1),
+            manifest::snapshot_file_name(0, 1),
+        );
+        let mut r = Recorder::new(&c, 0, &log, 1);
+        let t0 = now_ms() - 10_000;
+        r.now = t0;
+        let soon = expire_args(t0 + 1_000, cond::ANY);
+        let later = expire_args(t0 + 5_000, cond::ANY);
+        r.run(&[
+            Op::put_expire(b"expired", b"x", &soon),
+            Op::put_expire(b"kept", b"y", &soon),
+            Op::put(b"plain", b"z"),
+        ]);
+        r.snapshot(&d.0, 0, &snap);
+        r.run(&[
+            Op::persist(b"kept"),
+            Op::put_expire(b"logged", b"w", &later),
+        ]);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d.0,
+        );
+        let mut o = open(&c, fs()).unwrap();
+        let e = &mut o.engines[0];
+        e.set_now(now_ms());
+        assert_eq!(e.get(b"expired").unwrap(), None, "resurrected");
+        assert_eq!(e.get(b"logged").unwrap(), None, "resurrected from the log");
+        assert_eq!(e.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
+        assert_eq!(e.get(b"plain").unwrap().as_deref(), Some(&b"z"[..]));
+        // The expired keys are not even in the engine: removed after loading, their deletes
+        // logged in records of their own (a record per step of the pass that found some),
+        // so the next start agrees.
+        assert_eq!(o.summary.shards[0].reclaimed, 2);
+        assert_eq!(o.engines[0].counts().keys, 2);
+        let next = o.logs[0].next_lsn();
+        assert!((4..=5).contains(&next), "{next}");
+        drop(o);
+        let o = open(&c, fs()).unwrap();
+        assert_eq!(
+            (o.summary.shards[0].records, o.summary.shards[0].reclaimed),
+            (next - 2, 0)
+        );
+        assert_eq!(o.engines[0].counts().keys, 2);
+        // With no record after the snapshot, it is loaded at the real time: the expired
+        // entries are left out of the engine altogether.
+        drop(o);
+        let d2 = TempDir::new("expiry-snap-only");
+        let c2 = cfg(&d2.0, 1);
+        let mut r2 = Recorder::new(&c2, 0, &log, 1);
+        r2.now = t0;
+        r2.run(&[
+            Op::put_expire(b"expired", b"x", &soon),
+            Op::put(b"plain", b"z"),
+        ]);
+        r2.snapshot(&d2.0, 0, &snap);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d2.0,
+        );
+        let o = open(&c2, fs()).unwrap();
+        assert_eq!(
+            (o.summary.shards[0].snapshot_expired, o.summary.keys()),
+            (1, 1)
+        );
+    }
+
+    /// A log of three records with `tail` appended, the only log of a 1-shard store.
+    fn three_records(d: &Path, tail: &[u8]) -> (ServerConfig, PathBuf, Vec<u64>) {
+        let c = cfg(d, 1);
+        let name = manifest::log_file_name(0, 1);
+        let mut r = Recorder::new(&c, 0, &name, 1);
+        let mut ends = vec![r.log.file_bytes()];
+        for k in [&b"a"[..], b"b", b"c"] {
+            r.run(&[Op::put(k, b"value")]);
+            ends.push(r.log.file_bytes());
+        }
+        let path = d.join(&name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(tail);
+        std::fs::write(&path, bytes).unwrap();
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(None, &[&name])],
+            },
+            d,
+        );
+        (c, path, ends)
+    }
+
+    #[test]
+    fn a_torn_tail_of_the_last_log_is_cut_reported_and_continued() {
+        let d = TempDir::new("torn");
+        let (c, path, ends) = three_records(&d.0, &[0x2f, 0, 0, 0, 4, 0, 0]);
+        let o = open(&c, fs()).unwrap();
+        assert_eq!(
+            o.summary.shards[0].torn,
+            Some((path.clone(), ends[3], 7)),
+            "the torn tail is reported with its file, offset and bytes"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ends[3]);
+        let mut w = o.logs.into_iter().next().unwrap();
+        assert_eq!(w.next_lsn(), 4);
+        let head = RecordHead {
+            now: now_ms(),
+            ..RecordHead::default()
+        };
+        w.append_with(|out| {
+            encode_record(out, &head, [], &[Op::put(b"d", b"4")], []);
+        })
+        .unwrap();
+        w.write_out().unwrap();
+        drop(w);
+        drop(o.engines);
+        drop(o.lock);
+        let mut o = open(&c, fs()).unwrap();
+        assert_eq!(o.summary.shards[0].records, 4);
+        assert!(o.summary.shards[0].torn.is_none());
+        assert_eq!(o.engines[0].get(b"d").unwrap().as_deref(), Some(&b"4"[..]));
+    }
+
+    #[test]
+    fn a_bit_flip_in_the_middle_of_a_log_refuses_naming_the_file_and_offset() {
+        let d = TempDir::new("flip");
+        let (c, path, ends) = three_records(&d.0, &[]);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[ends[1] as usize + 25] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains(&format!("corrupt at offset {}", ends[1]))
+                && e.contains("--repair"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "a refusal changes nothing"
+        );
+    }
+
+    #[test]
+    fn damage_no_crash_makes_is_refused_with_the_file_named() {
+        // A torn tail in a log that is not the last of its chain.
+        let d = TempDir::new("damage");
+        let (c, path, ends) = three_records(&d.0, &[1, 2, 3]);
+        let second = manifest::log_file_name(0, 2);
+        Recorder::new(&c, 0, &second, 4);
+        let both = |first: &str| Manifest {
+            generation: 2,
+            shards: vec![one_shard(None, &[first, &second])],
+        };
+        store(&both(&manifest::log_file_name(0, 1)), &d.0);
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains(&format!("torn at offset {}", ends[3]))
+                && e.contains("not the last log"),
+            "{e}"
+        );
+        // A gap: the second log does not continue the first.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(ends[3] as usize);
+        std::fs::write(&path, &bytes).unwrap();
+        open(&c, fs()).unwrap();
+        std::fs::write(&path, &bytes[..ends[2] as usize]).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(e.contains(&second) && e.contains("gap"), "{e}");
+        // A missing file.
+        store(&both("log-0000-0000000099.dkvl"), &d.0);
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains("log-0000-0000000099.dkvl") && e.contains("missing"),
+            "{e}"
+        );
+        // A log of another shard.
+        let other = manifest::log_file_name(1, 3);
+        let c2 = cfg(&d.0, 2);
+        Recorder::new(&c2, 1, &other, 1);
+        store(
+            &Manifest {
+                generation: 3,
+                shards: vec![one_shard(None, &[&other])],
+            },
+            &d.0,
+        );
+        let e = err(open(&c, fs()));
+        assert!(e.contains(&other) && e.contains("a log of shard 1"), "{e}");
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused_with_the_file_and_offset() {
+        let d = TempDir::new("snap");
+        let c = cfg(&d.0, 1);
+        let (log, snap) = (
+            manifest::log_file_name(0, 1),
+            manifest::snapshot_file_name(0, 1),
+        );
+        let mut r = Recorder::new(&c, 0, &log, 1);
+        r.run(&[Op::put(b"a", b"1")]);
+        r.snapshot(&d.0, 0, &snap);
+        store(
+            &Manifest {
+                generation: 1,
+                shards: vec![one_shard(Some(&snap), &[&log])],
+            },
+            &d.0,
+        );
+        open(&c, fs()).unwrap();
+        let path = d.0.join(&snap);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[64 + 20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("offset 64"),
+            "{e}"
+        );
+    }
+
+    /// Every key of `o`, with its shard, value, deadline, sorted.
+    fn every_key(o: &Opened) -> Vec<(Vec<u8>, Vec<u8>, u64, usize)> {
+        let mut v = vec![];
+        for (shard, e) in o.engines.iter().enumerate() {
+            e.for_each_with_deadline(|k, val, d| v.push((k.to_vec(), val.to_vec(), d, shard)));
+        }
+        v.sort();
+        v
+    }
+
+    /// `--shards 0` keeps the stored count; another count moves every key to its shard under
+    /// the new count (values, deadlines and memcached's CAS counter kept), written as new
+    /// snapshots named by a new manifest, and the old files are removed.
+    #[test]
+    fn the_stored_shard_count_is_kept_or_the_store_is_resharded() {
+        let d = TempDir::new("shards");
+        let c2 = cfg(&d.0, 2);
+        let far = expire_args(now_ms() + 3_600_000, cond::ANY);
+        let mut cas = 0;
+        for shard in 0..2 {
+            let name = manifest::log_file_name(shard, 1);
+            let mut r = Recorder::new(&c2, shard, &name, 1);
+            for i in 0..300u32 {
+                let k = format!("key{i}");
+                if crate::shard::dispatch::shard_of(k.as_bytes(), 2) == shard {
+                    r.run(&[Op::put_expire(k.as_bytes(), &i.to_le_bytes(), &far)]);
+                }
+            }
+            r.engine.set_cas_next(100 + shard as u64);
+            let bump = format!("bump{shard}");
+            r.run(&[Op::put(bump.as_bytes(), b"x")]);
+            cas = cas.max(r.engine.cas_next());
+        }
+        err(open(&c2, fs()));
+        store(
+            &Manifest {
+                generation: 1,
+                shards: (0..2)
+                    .map(|s| one_shard(None, &[&manifest::log_file_name(s, 1)]))
+                    .collect(),
+            },
+            &d.0,
+        );
+        let before = open(&c2, fs()).unwrap();
+        let keys = |o: &Opened| -> Vec<(Vec<u8>, Vec<u8>, u64)> {
+            let mut v: Vec<_> = every_key(o)
+                .into_iter()
+                .map(|(k, v, d, _)| (k, v, d))
+                .collect();
+            v.sort();
+            v
+        };
+        let want = keys(&before);
+        assert_eq!(want.len(), 302);
+        drop(before);
+        let o = open(&cfg(&d.0, 0), fs()).unwrap();
+        assert_eq!(
+            (o.shards, o.engines.len(), o.manifest.generation),
+            (2, 2, 1)
+        );
+        drop(o);
+        let o = open(&cfg(&d.0, 3), fs()).unwrap();
+        assert_eq!((o.shards, o.engines.len(), o.logs.len()), (3, 3, 3));
+        assert_eq!(keys(&o), want, "every key, value and deadline moved");
+        for (k, _, _, shard) in every_key(&o) {
+            assert_eq!(shard, crate::shard::dispatch::shard_of(&k, 3), "{k:?}");
+        }
+        assert!(o.engines.iter().all(|e| e.cas_next() >= cas));
+        assert_eq!(o.manifest.generation, 2);
+        assert!(o.manifest.shards.iter().all(|s| s.snapshot.is_some()));
+        assert!(!d.0.join(manifest::log_file_name(0, 1)).exists());
+        drop(o);
+        // The new store reopens at its new count, and again re-shards down to one.
+        let o = open(&cfg(&d.0, 0), fs()).unwrap();
+        assert_eq!((o.shards, keys(&o)), (3, want.clone()));
+        drop(o);
+        let o = open(&cfg(&d.0, 1), fs()).unwrap();
+        assert_eq!((o.shards, keys(&o)), (1, want));
+    }
+
+    #[test]
+    fn files_the_manifest_does_not_name_are_removed_and_others_kept() {
+        let d = TempDir::new("leftovers");
+        drop(open(&cfg(&d.0, 1), fs()).unwrap());
+        let junk = [
+            manifest::log_file_name(0, 7),
+            manifest::snapshot_file_name(0, 7),
+            MANIFEST_TMP_FILE.to_string(),
+        ];
+        for j in &junk {
+            std::fs::write(d.0.join(j), b"half written").unwrap();
+        }
+        std::fs::write(d.0.join("notes.txt"), b"the operator's").unwrap();
+        let o = open(&cfg(&d.0, 1), fs()).unwrap();
+        let mut removed = o.summary.removed.clone();
+        removed.sort();
+        let mut want = junk.to_vec();
+        want.sort();
+        assert_eq!(removed, want);
+        assert!(junk.iter().all(|j| !d.0.join(j).exists()));
+        assert!(d.0.join("notes.txt").exists());
+        assert!(d.0.join(manifest::log_file_name(0, 1)).exists());
+    }
+
+    #[test]
+    fn data_files_without_a_manifest_are_refused_but_empty_logs_are_leftovers() {
+        let d = TempDir::new("nomanifest");
+        let c = cfg(&d.0, 1);
+        three_records(&d.0, &[]);
+        std::fs::remove_file(d.0.join(MANIFEST_FILE)).unwrap();
+        let e = err(open(&c, fs()));
+        assert!(e.contains("no MANIFEST"), "{e}");
+        // A creation that crashed before its manifest: logs of a header only.
+        let d = TempDir::new("nomanifest-empty");
+        let c = cfg(&d.0, 1);
+        Recorder::new(&c, 0, &manifest::log_file_name(0, 1), 1);
+        let o = open(&c, fs()).unwrap();
+        assert!(o.summary.created);
+    }
+
+    /// Restart speed (issue 22 target: >= 10 M keys/s per shard), BENCHMARKS.md "Restart":
+    /// KEYS (env `DKV_RESTART_KEYS`, default 2 M) 8-byte keys with 8-byte values in a store
+    /// of one shard, as a snapshot alone and as a log alone (records of 64 puts), then the
+    /// same keys split over two shards loaded in parallel; `open` timed 3 times each, median.
+    /// `cargo test --release -p directkv-server --lib restart_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement: run by hand with --release"]
+    fn restart_speed() {
+        let keys: u64 = std::env::var("DKV_RESTART_KEYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000_000);
+        for (shards, snapshot) in [(1, true), (1, false), (2, true), (2, false)] {
+            let d = TempDir::new("speed");
+            let mut c = cfg(&d.0, shards);
+            c.memory_bytes = shards * (512 << 20);
+            let mut files = vec![];
+            let per_shard = keys / shards as u64;
+            for shard in 0..shards {
+                let log = manifest::log_file_name(shard, 1);
+                let snap = manifest::snapshot_file_name(shard, 1);
+                let mut r = Recorder::new(&c, shard, &log, 1);
+                let mut kv = Vec::with_capacity(64);
+                for base in (0..per_shard).step_by(64) {
+                    kv.clear();
+                    for i in base..(base + 64).min(per_shard) {
+                        let k = format!("{:08}", i * shards as u64 + shard as u64);
+                        kv.push((k.into_bytes(), i.to_le_bytes()));
+                    }
+                    let ops: Vec<Op> = kv.iter().map(|(k, v)| Op::put(k, v)).collect();
+                    if snapshot {
+                        let e = &mut r.engine;
+                        e.execute(&ops, &mut r.out);
+                    } else {
+                        r.run(&ops);
+                    }
+                }
+                if snapshot {
+                    // An image of lsn 0: the log (header only) continues at Lsn 1.
+                    let header = SnapshotHeader {
+                        shard: shard as u32,
+                        created_ms: r.now,
+                        lsn: 0,
+                        cas_next: 0,
+                    };
+                    image::write_image(
+                        &RealFs,
+                        &d.0.join(&snap),
+                        &mut r.engine,
+                        header,
+                        SnapshotOptions::default(),
+                        1024,
+                    )
+                    .unwrap();
+                }
+                r.log.sync().unwrap();
+                files.push(one_shard(snapshot.then_some(&snap[..]), &[&log]));
+            }
+            store(
+                &Manifest {
+                    generation: 1,
+                    shards: files,
+                },
+                &d.0,
+            );
+            let (mut secs, mut cpus) = (vec![], vec![]);
+            for _ in 0..3 {
+                let t = Instant::now();
+                let o = open(&c, fs()).unwrap();
+                secs.push(t.elapsed().as_secs_f64());
+                assert_eq!(o.summary.keys(), per_shard * shards as u64);
+                let cpu = o.summary.shards.iter().map(|s| s.cpu.as_secs_f64());
+                cpus.push(cpu.fold(0.0, f64::max));
+                drop(o);
+            }
+            secs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            cpus.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let bytes: u64 = std::fs::read_dir(&d.0)
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum();
+            println!(
+                "restart: {shards} shard(s), {} keys from {}: {:.3} s median ({:.3} .. {:.3}), {:.2} M keys/s, {:.2} M keys/s per shard; per CPU second of the slowest shard: {:.2} M keys ({:.3} s); {:.1} MB of files",
+                per_shard * shards as u64,
+                if snapshot { "a snapshot" } else { "a log" },
+                secs[1],
+                secs[0],
+                secs[2],
+                (per_shard * shards as u64) as f64 / secs[1] / 1e6,
+                per_shard as f64 / secs[1] / 1e6,
+                per_shard as f64 / cpus[1] / 1e6,
+                cpus[1],
+                bytes as f64 / 1e6
+            );
+        }
+    }
 }

@@ -41,6 +41,7 @@ mod memcache_text;
 mod native;
 mod native_empty_key;
 mod ocsm;
+mod persist_recover;
 mod persist_snapshot;
 mod protocol_mirrors;
 mod redis_differential;

@@ -75,7 +75,12 @@ pub(super) async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut V
                         error = e,
                         "SHUTDOWN SAVE: the save failed, the server keeps running"
                     );
-                    w.error(ERR_SHUTDOWN);
+                    // With persistence off, say so rather than point at the log.
+                    w.error(if e == ERR_PERSISTENCE_OFF {
+                        e
+                    } else {
+                        ERR_SHUTDOWN
+                    });
                     return;
                 }
             }
