@@ -123,6 +123,10 @@ pub struct ServeFlags {
     /// written, fdatasync every second) or no (written). CONFIG SET appendfsync changes it.
     #[arg(long)]
     appendfsync: Option<String>,
+    /// A shard snapshots itself when its log passes this many bytes and its last snapshot's
+    /// size (default 64 MiB; 0 = off; docs/persistence.md "Snapshots").
+    #[arg(long)]
+    auto_snapshot_log_bytes: Option<usize>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -250,6 +254,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(p) = f.appendfsync {
         cfg.appendfsync = p;
+    }
+    if let Some(n) = f.auto_snapshot_log_bytes {
+        cfg.auto_snapshot_log_bytes = n;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

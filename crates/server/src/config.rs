@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 /// Where persistence keeps its files by default (`dir`), relative to the working directory.
 pub const DIR_DEFAULT: &str = "./directkv-data";
+/// Default `auto_snapshot_log_bytes`: 64 MiB, Redis's `auto-aof-rewrite-min-size`.
+pub const AUTO_SNAPSHOT_LOG_BYTES_DEFAULT: usize = 64 << 20;
 
 /// When a write's reply may leave, against its log record (`appendfsync`, Redis's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,6 +286,13 @@ pub struct ServerConfig {
     /// written, with an fdatasync every second, `no` after it is written. CONFIG SET changes
     /// it live.
     pub appendfsync: String,
+    /// A shard snapshots itself when its log has passed this many bytes and is at least as
+    /// large as its last snapshot file (then the log before the snapshot is removed: the log
+    /// does not grow for ever). Redis's `auto-aof-rewrite-min-size` with
+    /// `auto-aof-rewrite-percentage 100`; default 64 MiB; 0 = off
+    /// (docs/persistence.md "Snapshots").
+    #[serde(deserialize_with = "size")]
+    pub auto_snapshot_log_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -338,6 +347,7 @@ impl Default for ServerConfig {
             dir: DIR_DEFAULT.into(),
             appendonly: true,
             appendfsync: AppendFsync::Everysec.name().to_string(),
+            auto_snapshot_log_bytes: AUTO_SNAPSHOT_LOG_BYTES_DEFAULT,
         }
     }
 }

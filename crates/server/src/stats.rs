@@ -84,6 +84,8 @@ pub(crate) struct ServerStats {
     pub(crate) memcache_flush: crate::memcache::flush::FlushTimer,
     /// The persistence log's counters (`persistence/mod.rs`; rows in section Persistence).
     pub(crate) persist: crate::persistence::PersistStats,
+    /// Snapshot progress and totals (`persistence/snapshot.rs`; rows `snapshot_*` below).
+    pub(crate) snapshot: crate::persistence::snapshot::SnapshotCounters,
 }
 
 /// When INFO last sampled the command counter, its value then and the rate it computed.
@@ -825,6 +827,70 @@ pub(crate) const COUNTERS: &[Counter] = &[
         Kind::Counter,
         "Times replies waited for a sync round (appendfsync always).",
         |s| s.persist.durable_waits.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshot_in_progress",
+        "directkv_snapshot_in_progress",
+        Kind::Gauge,
+        "Shards taking a snapshot now (BGSAVE, SAVE or automatic).",
+        |s| s.snapshot.in_progress.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshot_buckets_done",
+        "directkv_snapshot_buckets_done",
+        Kind::Gauge,
+        "Main index buckets the running snapshots have written.",
+        |s| s.snapshot.buckets_done.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshot_buckets_total",
+        "directkv_snapshot_buckets",
+        Kind::Gauge,
+        "Main index buckets the running snapshots will write in all.",
+        |s| s.snapshot.buckets_total.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshots_done",
+        "directkv_snapshots_done_total",
+        Kind::Counter,
+        "Shard snapshots written and named by the manifest since start-up.",
+        |s| s.snapshot.done.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshots_failed",
+        "directkv_snapshots_failed_total",
+        Kind::Counter,
+        "Shard snapshots given up (an error, or FLUSHALL) since start-up.",
+        |s| s.snapshot.failed.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshots_auto",
+        "directkv_snapshots_auto_total",
+        Kind::Counter,
+        "Shard snapshots taken because the log passed auto_snapshot_log_bytes.",
+        |s| s.snapshot.auto.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshot_bytes",
+        "directkv_snapshot_bytes_total",
+        Kind::Counter,
+        "Bytes of snapshot files written since start-up.",
+        |s| s.snapshot.bytes.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "snapshot_extra_bytes_peak",
+        "directkv_snapshot_extra_bytes_peak",
+        Kind::Gauge,
+        "Most memory a snapshot held besides the store (bucket copies, bitmap), bytes.",
+        |s| s.snapshot.extra_bytes_peak.load(Ordering::Relaxed),
     ),
 ];
 

@@ -168,7 +168,7 @@ fn redis_cli_admin_and_shutdown() {
     assert_eq!(run(&["CONFIG", "GET", "timeout"]), "timeout\n300");
     assert!(run(&["COMMAND", "COUNT"]).parse::<u32>().unwrap() >= 40);
     assert!(run(&["COMMAND", "INFO", "get"]).contains("@read"));
-    assert!(run(&["SHUTDOWN", "SAVE"]).contains("no persistence"));
+    assert!(run(&["SHUTDOWN", "SAVE"]).contains("persistence is off"));
     run(&["SHUTDOWN", "NOSAVE"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while directkv_sys::process::tcp_accepts(s.addr) {

@@ -12,6 +12,8 @@ pub(crate) fn render(s: &mut String, store: Option<&Store>) {
     s.push_str("loading:0\r\nasync_loading:0\r\n");
     let Some(store) = store else {
         s.push_str("aof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n");
+        // Snapshots need the store: none is ever taken (LASTSAVE is the start time).
+        s.push_str("rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\n");
         return;
     };
     let status = if store.failure().is_some() {
@@ -25,4 +27,12 @@ pub(crate) fn render(s: &mut String, store: Option<&Store>) {
         store.policy().name(),
         store.dir.display()
     );
+    // Snapshots (`snapshot.rs`): Redis's `rdb_*` fields, the log's records standing for
+    // its changed keys.
+    let records = store
+        .stats
+        .persist
+        .records
+        .load(std::sync::atomic::Ordering::Relaxed);
+    store.snapshots.render(s, records);
 }

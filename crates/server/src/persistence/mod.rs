@@ -37,6 +37,7 @@
 
 pub(crate) mod info;
 pub(crate) mod recover;
+pub(crate) mod snapshot;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -127,6 +128,8 @@ pub(crate) struct Store {
     failure: Mutex<Option<String>>,
     /// The server's counters: the log's are `stats.persist` (rows in `stats::COUNTERS`).
     pub(crate) stats: Arc<crate::stats::ServerStats>,
+    /// Snapshot rounds and requests (`snapshot.rs`).
+    pub(crate) snapshots: snapshot::Snapshots,
 }
 
 impl std::fmt::Debug for Store {
@@ -169,6 +172,7 @@ impl Store {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             stats,
+            snapshots: snapshot::Snapshots::new(logs.len()),
         }))
     }
 

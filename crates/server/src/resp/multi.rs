@@ -209,9 +209,9 @@ pub(crate) fn intercept(
     Some(match name {
         b"multi" => cmd::error(p, v, "ERR MULTI calls can not be nested"),
         b"watch" => cmd::error(p, v, "ERR WATCH inside MULTI is not allowed"),
-        // Redis 7's one "no-multi" command that directkv has: refused, and EXEC then aborts
+        // Redis 7's "no-multi" commands that directkv has: refused, and EXEC then aborts
         // (queued, it stopped the server at EXEC).
-        b"shutdown" => {
+        b"shutdown" | b"save" => {
             m.dirty = true;
             cmd::error(p, v, "ERR Command not allowed inside a transaction")
         }

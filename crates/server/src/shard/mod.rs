@@ -26,6 +26,7 @@ pub(crate) mod expiry;
 pub(crate) mod panics;
 pub(crate) mod prefault;
 pub(crate) mod scan;
+pub(crate) mod snapshot;
 pub(crate) mod watches;
 
 use std::cell::RefCell;
@@ -413,6 +414,7 @@ pub(crate) fn run(s: ShardSpawn) {
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
         tokio::task::spawn_local(expiry::sweep(ctx.clone()));
+        tokio::task::spawn_local(snapshot::serve(ctx.clone()));
         if ctx.cfg.busy_poll_us > 0 {
             let ctx = ctx.clone();
             let window = std::time::Duration::from_micros(ctx.cfg.busy_poll_us);

@@ -43,6 +43,7 @@ mod native;
 mod native_empty_key;
 mod ocsm;
 mod persist_recover;
+mod persist_snapshot;
 mod persist_write;
 mod protocol_mirrors;
 mod redis_differential;

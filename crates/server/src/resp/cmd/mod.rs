@@ -11,6 +11,7 @@ pub mod expiry;
 pub mod glob;
 pub mod keyspace;
 pub mod memory;
+pub mod save;
 pub mod scan;
 pub mod server;
 pub mod strings;
@@ -114,6 +115,8 @@ pub const COMMANDS: &[(&str, i32)] = &[
     ("scan", -2),
     ("keys", 2),
     ("randomkey", 1),
+    ("save", 1),
+    ("bgsave", -1),
 ];
 
 /// What a command needs beyond the plan.

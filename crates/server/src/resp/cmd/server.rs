@@ -1,4 +1,5 @@
-//! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT TIME LASTSAVE SHUTDOWN,
+//! Connection and server commands: PING ECHO HELLO AUTH SELECT QUIT TIME SHUTDOWN (SAVE,
+//! BGSAVE, LASTSAVE and SHUTDOWN SAVE in `save.rs`),
 //! the routes to COMMAND (`command.rs`), CLIENT (`client.rs`) and CONFIG (`config_cmd.rs`), and
 //! the barriers that need every shard: INFO DBSIZE FLUSHALL FLUSHDB. Outside a transaction a
 //! barrier runs after the commands before it, asking each shard in turn; inside one it runs in
@@ -55,11 +56,7 @@ pub fn plan(
         b"client" if n >= 2 => super::client::client(p, s, a),
         b"config" if n >= 2 => super::config_cmd::config(p, s, a),
         b"time" if n == 1 => time(p, v),
-        b"lastsave" if n == 1 => {
-            let at = s.admin.stats.live.started_unix_secs() as i64;
-            p.immediate(|o| RespWriter::new(o, v).integer(at));
-            Planned::Queued
-        }
+        b"lastsave" | b"save" | b"bgsave" => return super::save::plan(p, v, name, a),
         b"shutdown" => shutdown(p, s, a),
         // FLUSHALL/FLUSHDB [ASYNC | SYNC]: anything else is a syntax error, as in Redis.
         b"flushall" | b"flushdb"
@@ -71,7 +68,7 @@ pub fn plan(
             error(p, v, resp::err_syntax())
         }
         b"info" | b"dbsize" | b"flushall" | b"flushdb" => Planned::Barrier,
-        b"ping" | b"echo" | b"select" | b"auth" | b"client" | b"config" | b"time" | b"lastsave" => {
+        b"ping" | b"echo" | b"select" | b"auth" | b"client" | b"config" | b"time" => {
             arity(p, v, name)
         }
         _ => return None,
@@ -205,8 +202,9 @@ fn time(p: &mut Pending, v: Version) -> Planned {
 
 /// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: stops the server (`live.rs` wakes
 /// `Server::run_until_signal`) and closes this connection without a reply, as Redis does.
-/// There is no persistence yet, so SAVE is refused (nothing would be saved) and NOSAVE, NOW
-/// and FORCE change nothing; ABORT has no shutdown in progress to abort. With `requirepass`
+/// SAVE snapshots every shard first (`save.rs`, a barrier; FORCE stops even if that fails);
+/// without it nothing is snapshotted: the log holds every write and the stop syncs it. NOW
+/// changes nothing; ABORT has no shutdown in progress to abort. With `requirepass`
 /// an unauthenticated client gets NOAUTH before it reaches here (`cmd::plan`).
 fn shutdown(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
     let v = s.version;
@@ -227,11 +225,10 @@ fn shutdown(p: &mut Pending, s: &mut Session, a: &[&[u8]]) -> Planned {
         return error(p, v, "ERR No shutdown in progress.");
     }
     if save {
-        return error(
-            p,
-            v,
-            "ERR SHUTDOWN SAVE: directkv has no persistence yet, so nothing can be saved; SHUTDOWN NOSAVE stops the server",
-        );
+        // The save runs as a barrier (`save.rs`); the connection closes after it either way
+        // (after its error when the save failed: unlike Redis, which keeps it open).
+        s.quit = true;
+        return Planned::Barrier;
     }
     tracing::warn!(client = s.admin.me.id, peer = ?s.admin.me.peer, "SHUTDOWN asked by a client: stopping");
     s.admin.stats.live.request_shutdown();
@@ -279,6 +276,7 @@ pub async fn barrier(ctx: &ShardCtx, v: Version, a: &[&[u8]], out: &mut Vec<u8>)
             memory_reply(ctx, v, a, &reports, out);
         }
         n if super::scan::is_walk(n.as_bytes()) => super::scan::barrier(ctx, v, a, out).await,
+        "save" | "bgsave" | "lastsave" | "shutdown" => super::save::barrier(ctx, v, a, out).await,
         _ => RespWriter::new(out, v).error(&resp::err_wrong_arity(&name)),
     }
 }
@@ -317,6 +315,7 @@ pub(crate) fn in_transaction(
             Some(reports) => memory_reply(ctx, v, a, &reports, out),
             None => w.error(ERR_UNAVAILABLE),
         },
+        "bgsave" | "lastsave" => super::save::in_transaction(ctx, v, a, out),
         _ => w.error(&resp::err_wrong_arity(&name)),
     }
 }

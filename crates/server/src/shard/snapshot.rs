@@ -1,0 +1,196 @@
+//! A shard's snapshot task (issue 22 item 2; the steps are `persistence/snapshot.rs`'s): a
+//! local task on the shard's thread that waits for a round (BGSAVE, SAVE, SHUTDOWN SAVE) or
+//! for its log to pass `auto_snapshot_log_bytes`, then rotates the log and writes the image a
+//! step at a time, yielding to the shard's connections between steps.
+//!
+//! ```text
+//!   serve(ctx) loop:
+//!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size)
+//!     snapshot():  begin (rotate + ImageWriter::begin)      one borrow of the engine
+//!                  step, yield, step, yield, ...            SNAPSHOT_STEP_BUCKETS each,
+//!                  for SNAPSHOT_SLICE; then SNAPSHOT_PAUSE if commands came in meanwhile
+//!                  finish (trailer, fdatasync, manifest, old files removed) on a blocking
+//!                  thread: the waits for the disk stay off the shard
+//! ```
+//!
+//! The engine is borrowed only inside a step, never across an await, so batches run between
+//! steps as usual; the engine copies a bucket before its first write, which keeps the image at
+//! its instant. Non-goals: the file steps themselves (`persistence/snapshot.rs`).
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::ShardCtx;
+use crate::persistence::snapshot::{self as snap, Running, SnapshotFailed, Why};
+
+/// How long a snapshot steps (yielding between steps) before it checks whether clients are
+/// being served, and how long it then pauses: a busy shard gives its snapshot at most about a
+/// sixth of its core (on a 2-core machine the clients' own threads need the rest), an idle one
+/// all of it.
+pub const SNAPSHOT_SLICE: Duration = Duration::from_micros(200);
+pub const SNAPSHOT_PAUSE: Duration = Duration::from_millis(1);
+
+/// After a failed automatic snapshot, the shard waits this long before it tries again (a
+/// full disk would otherwise be retried every check).
+pub const AUTO_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The shard's snapshot task; returns at once with `appendonly no`.
+pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
+    let Some(store) = ctx.store.clone() else {
+        return;
+    };
+    let snaps = &store.snapshots;
+    let limit = ctx.cfg.auto_snapshot_log_bytes as u64;
+    let mut served = 0u64;
+    let mut auto_after = Instant::now();
+    loop {
+        let log_bytes = ctx
+            .log
+            .borrow()
+            .as_ref()
+            .map_or(0, |l| l.writer.file_bytes());
+        let auto_limit = if Instant::now() >= auto_after {
+            limit
+        } else {
+            0
+        };
+        let Some(why) = snaps.next(ctx.id, served, log_bytes, auto_limit) else {
+            snaps.asked(ctx.id, snap::AUTO_CHECK_INTERVAL).await;
+            continue;
+        };
+        if let Why::Round(id) = why {
+            served = id;
+        }
+        snaps.set_running(ctx.id, true);
+        let outcome = ctx.snapshot().await;
+        snaps.set_running(ctx.id, false);
+        let c = &ctx.stats.snapshot;
+        let image_bytes = match outcome {
+            Ok(bytes) => {
+                c.done.fetch_add(1, Ordering::Relaxed);
+                c.bytes.fetch_add(bytes, Ordering::Relaxed);
+                if why == Why::Auto {
+                    c.auto.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        shard = ctx.id,
+                        log_bytes,
+                        image_bytes = bytes,
+                        "automatic snapshot done: the log before it is removed"
+                    );
+                }
+                Some(bytes)
+            }
+            Err(e) => {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(shard = ctx.id, reason = ?why, error = %e, "snapshot failed; the files before it are kept");
+                if why == Why::Auto {
+                    auto_after = Instant::now() + AUTO_RETRY_INTERVAL;
+                }
+                None
+            }
+        };
+        let records = store.stats.persist.records.load(Ordering::Relaxed);
+        snaps.ended(ctx.id, why, image_bytes, records);
+    }
+}
+
+impl ShardCtx {
+    /// Takes this shard's snapshot: rotates the log and writes the image between batches.
+    /// Returns the image's size in bytes.
+    async fn snapshot(&self) -> Result<u64, SnapshotFailed> {
+        let Some(store) = self.store.clone() else {
+            return Err(SnapshotFailed("persistence is off".into()));
+        };
+        let mut run = self.snapshot_begin()?;
+        let c = &self.stats.snapshot;
+        c.in_progress.fetch_add(1, Ordering::Relaxed);
+        let mut counted = (0u64, 0u64);
+        let mut slice_end = Instant::now() + SNAPSHOT_SLICE;
+        let mut commands = self.stats.commands.load(Ordering::Relaxed);
+        let result = loop {
+            match self.snapshot_step(&mut run, &store, &mut counted) {
+                Ok(true) => break Ok(()),
+                Ok(false) if Instant::now() < slice_end => tokio::task::yield_now().await,
+                Ok(false) => {
+                    // A slice is over: pause while clients are served, so the snapshot takes
+                    // at most about SLICE / (SLICE + PAUSE) of the core; go on at once when
+                    // no command came in the slice.
+                    let now = self.stats.commands.load(Ordering::Relaxed);
+                    if now != commands {
+                        tokio::time::sleep(SNAPSHOT_PAUSE).await;
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                    commands = self.stats.commands.load(Ordering::Relaxed);
+                    slice_end = Instant::now() + SNAPSHOT_SLICE;
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        c.buckets_done.fetch_sub(counted.0, Ordering::Relaxed);
+        c.buckets_total.fetch_sub(counted.1, Ordering::Relaxed);
+        c.in_progress.fetch_sub(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                let took = run.started.elapsed();
+                // The file's fdatasync and the manifest's update wait for the disk (tens of
+                // ms for a large image): off the shard's thread, which keeps serving (its
+                // records already go to the new log, named and durable since `begin`).
+                let (store2, id) = (store.clone(), self.id);
+                let summary = tokio::task::spawn_blocking(move || run.finish(&store2, id))
+                    .await
+                    .map_err(|e| SnapshotFailed(format!("the snapshot's last step: {e}")))??;
+                tracing::info!(
+                    shard = self.id,
+                    entries = summary.entries,
+                    bytes = summary.file_bytes,
+                    took_ms = took.as_millis() as u64,
+                    "snapshot written"
+                );
+                Ok(summary.file_bytes)
+            }
+            Err(e) => {
+                run.abort(&mut self.engine.borrow_mut(), &store);
+                Err(e)
+            }
+        }
+    }
+
+    fn snapshot_begin(&self) -> Result<Running, SnapshotFailed> {
+        let mut e = self.engine.borrow_mut();
+        let mut log = self.log.borrow_mut();
+        let Some(log) = log.as_mut() else {
+            return Err(SnapshotFailed("persistence is off".into()));
+        };
+        snap::begin(&mut e, log, self.id)
+    }
+
+    /// One step of `run`; keeps the progress counters (`counted`: what this snapshot added
+    /// to them) up to date.
+    fn snapshot_step(
+        &self,
+        run: &mut Running,
+        store: &crate::persistence::Store,
+        counted: &mut (u64, u64),
+    ) -> Result<bool, SnapshotFailed> {
+        let mut e = self.engine.borrow_mut();
+        let Some((_, total, _)) = run.progress(&e) else {
+            // FLUSHALL replaced the engine: its snapshot went with it.
+            return Err(SnapshotFailed("interrupted by FLUSHALL".into()));
+        };
+        let done = run.step(&mut e, store)?;
+        let c = &self.stats.snapshot;
+        let (cursor, extra) = match run.progress(&e) {
+            Some((cursor, _, extra)) => (cursor, extra),
+            None => (total, 0),
+        };
+        c.extra_bytes_peak.fetch_max(extra, Ordering::Relaxed);
+        c.buckets_done
+            .fetch_add(cursor.saturating_sub(counted.0), Ordering::Relaxed);
+        c.buckets_total
+            .fetch_add(total.saturating_sub(counted.1), Ordering::Relaxed);
+        *counted = (cursor.max(counted.0), total.max(counted.1));
+        Ok(done)
+    }
+}

@@ -1,0 +1,309 @@
+//! Snapshots while serving (issue 22 items 2 and 4) over real sockets: BGSAVE while a client
+//! writes, then a restart that must bring every key back from the snapshot and the new log;
+//! SAVE, LASTSAVE and INFO's fields; SHUTDOWN SAVE; automatic snapshots that let the log go;
+//! SAVE and BGSAVE with persistence off. (Crashes at every step of a snapshot are the unit
+//! test `persistence::snapshot::tests`, over the fault-injecting file system.)
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{config, info_field, ok, start_with, Client};
+use directkv_proto::resp::Reply;
+use directkv_server::{Server, ServerConfig};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("dkv-it-snap-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn persistent(dir: &Path, shards: usize) -> ServerConfig {
+    ServerConfig {
+        dir: dir.to_path_buf(),
+        appendonly: true,
+        ..config(shards)
+    }
+}
+
+fn info_text(c: &mut Client) -> String {
+    match c.cmd(&["INFO", "persistence"]) {
+        Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+        r => panic!("{r:?}"),
+    }
+}
+
+fn info_str(c: &mut Client, name: &str) -> String {
+    let text = info_text(c);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("INFO has no {name}: {text}"))
+        .trim()
+        .to_string()
+}
+
+/// Polls until no snapshot round runs, with a deadline.
+fn wait_idle(c: &mut Client) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while info_field(c, "rdb_bgsave_in_progress") != 0 {
+        assert!(Instant::now() < deadline, "BGSAVE never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sets `k{i}` to `v{i}` for `range`, pipelined 100 at a time.
+fn set_keys(c: &mut Client, range: std::ops::Range<usize>) {
+    let keys: Vec<usize> = range.collect();
+    for chunk in keys.chunks(100) {
+        for i in chunk {
+            let (k, v) = (format!("k{i}"), format!("v{i}"));
+            c.send(&[b"SET", k.as_bytes(), v.as_bytes()]);
+        }
+        for _ in chunk {
+            assert_eq!(c.read(), ok());
+        }
+    }
+}
+
+fn check_keys(c: &mut Client, n: usize) {
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Integer(n as i64));
+    for i in (0..n).step_by(97).chain([n - 1]) {
+        let k = format!("k{i}");
+        assert_eq!(
+            c.cmd(&["GET", &k]),
+            common::bulk(&format!("v{i}")),
+            "{k} after restart"
+        );
+    }
+}
+
+/// The manifest's shard lines.
+fn manifest_lines(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("MANIFEST"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("shard "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn log_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".dkvl"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn bgsave_while_writing_then_restart_has_every_key() {
+    let dir = TempDir::new("bgsave");
+    const N: usize = 30_000;
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    set_keys(&mut c, 0..N / 2);
+    let addr = srv.addr();
+    let writer = std::thread::spawn(move || {
+        let mut w = Client::connect_addr(addr);
+        set_keys(&mut w, N / 2..N);
+    });
+    assert_eq!(
+        c.cmd(&["BGSAVE"]),
+        Reply::Simple("Background saving started".into())
+    );
+    wait_idle(&mut c);
+    writer.join().unwrap();
+    assert_eq!(info_str(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(info_field(&mut c, "rdb_saves"), 1);
+    assert_eq!(info_field(&mut c, "snapshots_done"), 2);
+    srv.stop();
+    // Each shard: its snapshot and the one log started at the snapshot's instant.
+    for line in manifest_lines(&dir.0) {
+        let w: Vec<&str> = line.split(' ').collect();
+        assert!(w[3].starts_with("snap-"), "{line}");
+        assert_eq!(w.len(), 6, "one log after the snapshot: {line}");
+    }
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    check_keys(&mut c, N);
+    srv.stop();
+}
+
+#[test]
+fn save_lastsave_and_info_fields() {
+    let dir = TempDir::new("save");
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    let started = match c.cmd(&["LASTSAVE"]) {
+        Reply::Integer(t) => t,
+        r => panic!("{r:?}"),
+    };
+    assert_eq!(info_field(&mut c, "rdb_saves"), 0);
+    assert_eq!(info_str(&mut c, "rdb_last_bgsave_time_sec"), "-1");
+    set_keys(&mut c, 0..500);
+    assert!(info_field(&mut c, "rdb_changes_since_last_save") > 0);
+    assert_eq!(c.cmd(&["SAVE"]), ok());
+    assert_eq!(info_field(&mut c, "rdb_saves"), 1);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), 0);
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), 0);
+    assert_eq!(info_str(&mut c, "rdb_current_bgsave_time_sec"), "-1");
+    assert_eq!(info_str(&mut c, "rdb_last_bgsave_status"), "ok");
+    match c.cmd(&["LASTSAVE"]) {
+        Reply::Integer(t) => assert!(t >= started, "{t} < {started}"),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(
+        info_field(&mut c, "rdb_last_save_time"),
+        match c.cmd(&["LASTSAVE"]) {
+            Reply::Integer(t) => t as u64,
+            r => panic!("{r:?}"),
+        }
+    );
+    // Redis's argument errors.
+    assert_eq!(
+        c.cmd(&["BGSAVE", "foo"]),
+        Reply::Error("ERR syntax error".into())
+    );
+    assert_eq!(
+        c.cmd(&["SAVE", "x"]),
+        Reply::Error("ERR wrong number of arguments for 'save' command".into())
+    );
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["SAVE"]),
+        Reply::Error("ERR Command not allowed inside a transaction".into())
+    );
+    assert_eq!(c.cmd(&["DISCARD"]), ok());
+    // BGSAVE SCHEDULE starts one when none runs.
+    assert_eq!(
+        c.cmd(&["BGSAVE", "SCHEDULE"]),
+        Reply::Simple("Background saving scheduled".into())
+    );
+    wait_idle(&mut c);
+    assert_eq!(info_field(&mut c, "rdb_saves"), 2);
+    // The metrics rows (snapshot progress) are there too.
+    let page = common::metrics(&srv);
+    assert!(page.contains("directkv_snapshot_buckets_done"), "{page}");
+    assert_eq!(
+        common::metric(&page, "directkv_snapshots_done_total", ""),
+        4
+    );
+    srv.stop();
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    check_keys(&mut c, 500);
+    srv.stop();
+}
+
+#[test]
+fn a_second_bgsave_while_one_runs_gets_redis_error() {
+    let dir = TempDir::new("second");
+    let srv = start_with(persistent(&dir.0, 1));
+    let mut c = Client::connect(&srv);
+    set_keys(&mut c, 0..20_000);
+    // In one write: the second and SAVE run while the first round runs (the shard takes its
+    // snapshot in a task of its own, after this connection's commands).
+    c.send_raw(b"*1\r\n$6\r\nBGSAVE\r\n*1\r\n$6\r\nBGSAVE\r\n*1\r\n$4\r\nSAVE\r\n");
+    assert_eq!(c.read(), Reply::Simple("Background saving started".into()));
+    let in_progress = Reply::Error("ERR Background save already in progress".into());
+    assert_eq!(c.read(), in_progress);
+    assert_eq!(c.read(), in_progress);
+    wait_idle(&mut c);
+    assert_eq!(info_field(&mut c, "rdb_saves"), 1);
+    srv.stop();
+}
+
+#[test]
+fn shutdown_save_snapshots_then_stops() {
+    let dir = TempDir::new("shutdown");
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    set_keys(&mut c, 0..1000);
+    c.send(&[b"SHUTDOWN", b"SAVE"]);
+    assert!(
+        c.closed(),
+        "SHUTDOWN SAVE closes the connection without a reply"
+    );
+    assert!(srv.shutdown_requested());
+    srv.stop();
+    for line in manifest_lines(&dir.0) {
+        assert!(line.contains(" snapshot snap-"), "{line}");
+    }
+    let srv = start_with(persistent(&dir.0, 2));
+    let mut c = Client::connect(&srv);
+    check_keys(&mut c, 1000);
+    srv.stop();
+}
+
+#[test]
+fn auto_snapshot_lets_the_log_go() {
+    let dir = TempDir::new("auto");
+    let cfg = ServerConfig {
+        auto_snapshot_log_bytes: 64 << 10,
+        ..persistent(&dir.0, 1)
+    };
+    let srv = start_with(cfg.clone());
+    let mut c = Client::connect(&srv);
+    // Each SET's record is about 40 bytes: well past 64 KiB of log.
+    set_keys(&mut c, 0..5000);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while info_field(&mut c, "snapshots_auto") == 0 {
+        assert!(Instant::now() < deadline, "no automatic snapshot");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    while info_field(&mut c, "snapshot_in_progress") != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the automatic snapshot never ended"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The log before the snapshot is gone: what is left is far below what was written.
+    let left = log_bytes(&dir.0);
+    assert!(
+        left < 64 << 10,
+        "{left} bytes of log left after the snapshot"
+    );
+    let line = &manifest_lines(&dir.0)[0];
+    assert!(line.contains(" snapshot snap-"), "{line}");
+    // A plain BGSAVE is refused only while an automatic snapshot runs; now it starts.
+    assert_eq!(
+        c.cmd(&["BGSAVE"]),
+        Reply::Simple("Background saving started".into())
+    );
+    wait_idle(&mut c);
+    srv.stop();
+    let srv = start_with(cfg);
+    let mut c = Client::connect(&srv);
+    check_keys(&mut c, 5000);
+    srv.stop();
+}
+
+#[test]
+fn save_and_bgsave_with_persistence_off_say_so() {
+    let srv: Server = common::start(1);
+    let mut c = Client::connect(&srv);
+    for cmd in [&["SAVE"][..], &["BGSAVE"], &["BGSAVE", "SCHEDULE"]] {
+        match c.cmd(cmd) {
+            Reply::Error(e) => assert!(e.contains("persistence is off"), "{cmd:?}: {e}"),
+            r => panic!("{cmd:?}: {r:?}"),
+        }
+    }
+    assert!(matches!(c.cmd(&["LASTSAVE"]), Reply::Integer(t) if t > 0));
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), 0);
+    // Still serving.
+    assert_eq!(c.cmd(&["SET", "a", "1"]), ok());
+    srv.stop();
+}
