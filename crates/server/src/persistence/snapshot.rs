@@ -566,14 +566,11 @@ mod tests {
     /// `fs` (the steps of a snapshot, and the new logs' writes, go through it).
     fn open(dir: &Path, fs: Arc<dyn Fs>) -> (Engine, ShardLog) {
         let o = recover::open(&cfg(dir), Arc::new(RealFs)).expect("recovery");
-        let store = Store::new(
-            dir.to_path_buf(),
-            fs,
-            o.lock,
-            o.manifest,
-            &o.logs,
-            AppendFsync::No,
-        )
+        let store = Store::new(dir.to_path_buf(), fs, o.lock, o.manifest, &o.logs, {
+            let stats = Arc::new(crate::stats::ServerStats::default());
+            stats.live.set_appendfsync(AppendFsync::No);
+            stats
+        })
         .unwrap();
         let engine = o.engines.into_iter().next().unwrap();
         let log = o.logs.into_iter().next().unwrap();
