@@ -269,7 +269,7 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
         server.ocsm_addr().map_or("off".to_string(), |a| a.to_string()),
         cfg.ocsm_path.name(),
         server.memcache_addr().map_or("off".to_string(), |a| a.to_string()),
-        cfg.shard_count(),
+        server.shards(),
         cfg.memory_bytes
     );
     server.run_until_signal();

@@ -82,6 +82,7 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
     acceptor: Option<JoinHandle<()>>,
     memcache_acceptor: Option<JoinHandle<()>>,
+    shards: usize,
     /// The persistence store and its sync thread (stopped after the shards, with a last sync).
     store: Option<Arc<persistence::Store>>,
     syncer: Option<JoinHandle<()>>,
@@ -282,6 +283,7 @@ impl Server {
             threads,
             acceptor: Some(acceptor),
             memcache_acceptor,
+            shards,
             store,
             syncer,
         })
@@ -289,6 +291,12 @@ impl Server {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Shards serving: `shards` of the configuration, or the count a persistent store in
+    /// `dir` was written with when `shards` is 0 (auto).
+    pub fn shards(&self) -> usize {
+        self.shards
     }
 
     /// Where Prometheus metrics are served, if enabled.
