@@ -356,13 +356,29 @@ fn open_loop_latency_includes_queueing_delay_when_overloaded() {
     );
     // An open loop well below capacity does not queue: it sees about the round-trip time (a
     // busy machine adds scheduling delays, hence the bound relative to the overloaded case).
-    let relaxed = median_run(
-        server.addr,
-        Pacing::Open {
-            ops_per_sec: closed_short.ops_per_sec / 10.0,
-        },
-        0.3,
-    );
+    // The relaxed run is only meaningful when the machine serves its rate: on a machine whose
+    // cores other work takes (CI flake: 1.7 k of 4.5 k ops/s served, p50 69 ms), it is run
+    // again, up to `RELAXED_ATTEMPTS` times, and judged on a run that kept up.
+    const RELAXED_ATTEMPTS: usize = 5;
+    let mut relaxed = None;
+    for attempt in 1..=RELAXED_ATTEMPTS {
+        let offered = closed_short.ops_per_sec / 10.0;
+        let r = median_run(
+            server.addr,
+            Pacing::Open {
+                ops_per_sec: offered,
+            },
+            0.3,
+        );
+        if r.ops_per_sec >= 0.8 * offered {
+            relaxed = Some(r);
+            break;
+        }
+        eprintln!("relaxed run {attempt}: {:.0} of {offered:.0} ops/s served (the machine is busy); again", r.ops_per_sec);
+    }
+    let relaxed = relaxed.unwrap_or_else(|| {
+        panic!("no relaxed open-loop run served its rate in {RELAXED_ATTEMPTS} attempts")
+    });
     assert!(p50(&relaxed) * 10.0 < p50(&open_short), "{relaxed:?}");
 }
 
