@@ -335,9 +335,20 @@ fn recover(
         summaries.push(l.summary);
     }
     let serving = shard_count(cfg, shards);
-    let (mut engines, logs, m) = if serving == shards {
+    // A chain longer than `COMPACT_CHAIN_LOGS` means snapshots kept starting (each rotates the
+    // log) and never finished: a server killed in a loop. Rewriting the store as fresh
+    // snapshots (the re-sharding road, at the same count) bounds the next restart's replay.
+    let long_chain = m.shards.iter().any(|s| s.logs.len() > COMPACT_CHAIN_LOGS);
+    let (mut engines, logs, m) = if serving == shards && !long_chain {
         (engines, logs, m)
     } else {
+        if serving == shards {
+            tracing::info!(
+                dir = %cfg.dir.display(),
+                logs = m.shards.iter().map(|s| s.logs.len()).max().unwrap_or(0),
+                "a shard's log chain is long (snapshots that never finished): compacting the store into new snapshots before serving"
+            );
+        }
         drop(logs);
         reshard(cfg, &*fs, &m, engines, serving)?
     };
@@ -357,6 +368,11 @@ fn recover(
         },
     })
 }
+
+/// Logs in one shard's chain past which recovery compacts the store before serving. A shard
+/// has one log, two while a snapshot runs; each snapshot that starts and never finishes (the
+/// server killed during it) leaves one more.
+pub const COMPACT_CHAIN_LOGS: usize = 4;
 
 /// Entries copied out of an engine's image on their way to another engine.
 #[derive(Default)]
@@ -1518,6 +1534,56 @@ mod tests {
         drop(o);
         let o = open(&cfg(&d.0, 1), fs()).unwrap();
         assert_eq!((o.shards, keys(&o)), (1, want));
+    }
+
+    /// A chain of more logs than `COMPACT_CHAIN_LOGS` (snapshots that started and never
+    /// finished) is compacted at start: the same keys, now in one snapshot and one log per
+    /// shard, and the old logs removed.
+    #[test]
+    fn a_long_chain_of_logs_is_compacted_before_serving() {
+        let d = TempDir::new("compact");
+        let c = cfg(&d.0, 1);
+        let one = 1i64.to_le_bytes();
+        let mut names = Vec::new();
+        let mut r = Recorder::new(&c, 0, &manifest::log_file_name(0, 1), 1);
+        names.push(manifest::log_file_name(0, 1));
+        for g in 2..=(COMPACT_CHAIN_LOGS as u64 + 2) {
+            for i in 0..20u32 {
+                let k = format!("g{g}k{i}");
+                r.run(&[
+                    Op::put(k.as_bytes(), &i.to_le_bytes()),
+                    Op::incr_by(b"n", &one),
+                ]);
+            }
+            let name = manifest::log_file_name(0, g);
+            let next = r.log.next_lsn();
+            let now = r.now;
+            r = Recorder::with_engine(&c, r.engine, 0, &name, next);
+            r.now = now;
+            names.push(name);
+        }
+        r.run(&[Op::put(b"last", b"1")]);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        store(
+            &Manifest {
+                generation: COMPACT_CHAIN_LOGS as u64 + 2,
+                shards: vec![one_shard(None, &refs)],
+            },
+            &d.0,
+        );
+        assert!(names.len() > COMPACT_CHAIN_LOGS);
+        let o = open(&c, fs()).unwrap();
+        let now = now_ms();
+        assert_eq!(live(&o.engines[0], now), live(&r.engine, now));
+        assert!(o.manifest.shards[0].snapshot.is_some());
+        assert_eq!(o.manifest.shards[0].logs.len(), 1);
+        assert!(
+            names.iter().all(|n| !d.0.join(n).exists()),
+            "old logs removed"
+        );
+        drop(o);
+        let o = open(&c, fs()).unwrap();
+        assert_eq!(live(&o.engines[0], now), live(&r.engine, now));
     }
 
     #[test]
