@@ -35,7 +35,7 @@ use crate::snapshot::{
 /// step, so a step costs tens of microseconds and a caller between batches stays responsive.
 pub const IMAGE_STEP_BUCKETS_DEFAULT: u64 = 1024;
 /// Entries [`load_image`] hands the engine at once (their buckets are prefetched together).
-const LOAD_BATCH_LEN: usize = 64;
+pub const LOAD_BATCH_LEN: usize = 64;
 
 /// A snapshot file being written from an engine, a step at a time.
 pub struct ImageWriter {
@@ -244,34 +244,50 @@ pub fn load_image_observed(
     })
 }
 
-/// Entries copied out of a block (the reader lends each only for its call), loaded in groups.
+/// Entries copied out of a block (the reader lends each only for its call), or out of another
+/// engine's image (recovery's re-sharding), loaded in groups of at most `LOAD_BATCH_LEN`.
 #[derive(Default)]
-struct LoadBatch {
+pub struct LoadBatch {
     bytes: Vec<u8>,
     /// (key end, value end) in `bytes`, deadline, flags, cas.
     entries: Vec<(usize, usize, u64, u32, u64)>,
 }
 
 impl LoadBatch {
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    fn clear(&mut self) {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn clear(&mut self) {
         self.bytes.clear();
         self.entries.clear();
     }
 
     fn push(&mut self, e: &Entry) {
-        self.bytes.extend_from_slice(e.key);
-        let kend = self.bytes.len();
-        self.bytes.extend_from_slice(e.value);
         let m = e.meta.unwrap_or(ItemMeta { flags: 0, cas: 0 });
-        self.entries
-            .push((kend, self.bytes.len(), e.deadline, m.flags, m.cas));
+        self.push_parts(e.key, e.value, e.deadline, m.flags, m.cas);
     }
 
-    fn load(&self, engine: &mut Engine) -> Result<directkv_engine::LoadCounts, String> {
+    /// Copies in an entry another engine's image lent (`Engine::snapshot_step`).
+    pub fn push_entry(&mut self, e: &SnapEntry) {
+        self.push_parts(e.key, e.value, e.deadline, e.flags, e.cas);
+    }
+
+    fn push_parts(&mut self, key: &[u8], value: &[u8], deadline: u64, flags: u32, cas: u64) {
+        self.bytes.extend_from_slice(key);
+        let kend = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.entries
+            .push((kend, self.bytes.len(), deadline, flags, cas));
+    }
+
+    /// Stores the entries held (at most `LOAD_BATCH_LEN`) into `engine`
+    /// (`Engine::load_entries`); the buffer keeps them until `clear`.
+    pub fn load(&self, engine: &mut Engine) -> Result<directkv_engine::LoadCounts, String> {
         let empty = SnapEntry {
             key: &[],
             value: &[],
@@ -279,6 +295,10 @@ impl LoadBatch {
             flags: 0,
             cas: 0,
         };
+        assert!(
+            self.entries.len() <= LOAD_BATCH_LEN,
+            "a load batch holds at most LOAD_BATCH_LEN"
+        );
         let mut group = [empty; LOAD_BATCH_LEN];
         let mut start = 0usize;
         for (slot, &(kend, vend, deadline, flags, cas)) in group.iter_mut().zip(&self.entries) {

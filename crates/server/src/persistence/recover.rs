@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 use directkv_engine::{Engine, EngineConfig, EvictionPolicy, Results};
 use directkv_persist::batch;
 use directkv_persist::fs::Fs;
-use directkv_persist::image;
+use directkv_persist::image::{self, LoadBatch, LOAD_BATCH_LEN};
 use directkv_persist::lock::{DirLock, LOCK_FILE};
 use directkv_persist::log::{self, LogEnd, LogHeader, LogWriter, Lsn, LOG_HEADER_BYTES};
 use directkv_persist::manifest::{self, Manifest, ShardFiles, MANIFEST_FILE, MANIFEST_TMP_FILE};
@@ -374,50 +374,11 @@ fn recover(
 /// server killed during it) leaves one more.
 pub const COMPACT_CHAIN_LOGS: usize = 4;
 
-/// Entries copied out of an engine's image on their way to another engine.
-#[derive(Default)]
-struct Moving {
-    bytes: Vec<u8>,
-    /// (key end, value end) in `bytes`, deadline, flags, cas.
-    entries: Vec<(usize, usize, u64, u32, u64)>,
-}
-
-/// Entries handed to `Engine::load_entries` at once.
-const MOVE_GROUP_LEN: usize = 64;
-
-impl Moving {
-    fn push(&mut self, e: &directkv_engine::SnapEntry<'_>) {
-        self.bytes.extend_from_slice(e.key);
-        let kend = self.bytes.len();
-        self.bytes.extend_from_slice(e.value);
-        self.entries
-            .push((kend, self.bytes.len(), e.deadline, e.flags, e.cas));
-    }
-
-    /// Stores the entries held into `engine` and empties the buffer.
-    fn store(&mut self, engine: &mut Engine) -> Result<(), String> {
-        let mut group = Vec::with_capacity(self.entries.len());
-        let mut start = 0;
-        for &(kend, vend, deadline, flags, cas) in &self.entries {
-            group.push(directkv_engine::SnapEntry {
-                key: &self.bytes[start..kend],
-                value: &self.bytes[kend..vend],
-                deadline,
-                flags,
-                cas,
-            });
-            start = vend;
-        }
-        let r = engine.load_entries(&group).map(|_| ()).map_err(|(i, e)| {
-            format!(
-                "storing the key {:?} in its new shard: {e}",
-                String::from_utf8_lossy(&group[i].key[..group[i].key.len().min(64)])
-            )
-        });
-        self.bytes.clear();
-        self.entries.clear();
-        r
-    }
+/// Stores entries on their way to another shard (`image::LoadBatch`, the snapshot loader's).
+fn store_moved(m: &LoadBatch, engine: &mut Engine) -> Result<(), String> {
+    m.load(engine)
+        .map(|_| ())
+        .map_err(|e| format!("{e} (in its new shard)"))
 }
 
 /// Re-shards a loaded store to `target` shards before serving: every key goes to the shard
@@ -446,7 +407,7 @@ fn reshard(
     }
     // memcached's CAS values stay unique: every new shard continues after the largest.
     let cas_next = from.iter().map(Engine::cas_next).max().unwrap_or(0);
-    let mut moving: Vec<Moving> = (0..target).map(|_| Moving::default()).collect();
+    let mut moving: Vec<LoadBatch> = (0..target).map(|_| LoadBatch::default()).collect();
     let mut failed = None;
     for e in &mut from {
         e.set_now(now);
@@ -456,17 +417,20 @@ fn reshard(
         while !done {
             done = e.snapshot_step(RECLAIM_STEP_BUCKETS, &mut |entry| {
                 let t = crate::shard::dispatch::shard_of(entry.key, target);
-                moving[t].push(&entry);
-                if moving[t].entries.len() == MOVE_GROUP_LEN && failed.is_none() {
-                    failed = moving[t].store(&mut to[t]).err();
+                moving[t].push_entry(&entry);
+                if moving[t].len() == LOAD_BATCH_LEN {
+                    if failed.is_none() {
+                        failed = store_moved(&moving[t], &mut to[t]).err();
+                    }
+                    moving[t].clear();
                 }
             });
         }
     }
     drop(from);
-    for (m, e) in moving.iter_mut().zip(&mut to) {
+    for (m, e) in moving.iter().zip(&mut to) {
         if failed.is_none() {
-            failed = m.store(e).err();
+            failed = store_moved(m, e).err();
         }
     }
     if let Some(e) = failed {
