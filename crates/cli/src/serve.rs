@@ -261,7 +261,7 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(
         std::io::stderr(),
-        "directkv {} serving RESP and native on {} (native UDP {}, metrics {}, OCSM {} {}, memcached {}) with {} shards and {} bytes of memory",
+        "directkv {} serving RESP and native on {} (native UDP {}, metrics {}, OCSM {} {}, memcached {}) with {} shard{} and {} bytes of memory; {}",
         env!("CARGO_PKG_VERSION"),
         server.addr(),
         if server.udp_addr().is_some() { "on" } else { "off" },
@@ -270,7 +270,17 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
         cfg.ocsm_path.name(),
         server.memcache_addr().map_or("off".to_string(), |a| a.to_string()),
         server.shards(),
-        cfg.memory_bytes
+        if server.shards() == 1 { "" } else { "s" },
+        cfg.memory_bytes,
+        if cfg.appendonly {
+            format!(
+                "data logged in {} (appendfsync {})",
+                cfg.dir.display(),
+                cfg.appendfsync
+            )
+        } else {
+            "in memory only (appendonly no)".to_string()
+        }
     );
     server.run_until_signal();
     // A closed stderr (the parent went away) must not turn a clean stop into a panic.
