@@ -958,11 +958,20 @@ fn newest_incremental_aof(dir: &Path) -> Option<PathBuf> {
 
 // ---------------------------------------------------------------- directkv
 
-/// `directkv serve` with its log on in `dir` under `appendfsync`, two shards (a log each).
-fn directkv_aof(appendfsync: &'static str) -> impl Fn(&Path) -> Result<ServerProcess, String> {
+/// `auto_snapshot_log_bytes` of the snapshot runs: small enough that a shard's log passes it
+/// every few cycles, so kills land before, during and after log rotations, image writes and
+/// manifest switches (the default, 64 MiB, is never reached in a cycle).
+const SNAPSHOT_RUN_LOG_BYTES: &str = "65536";
+
+/// `directkv serve` with its log on in `dir` under `appendfsync`, two shards (a log each);
+/// `auto_snapshot` is its `--auto-snapshot-log-bytes` (None: the default).
+fn directkv_aof(
+    appendfsync: &'static str,
+    auto_snapshot: Option<&'static str>,
+) -> impl Fn(&Path) -> Result<ServerProcess, String> {
     move |dir| {
         let dir = dir.display().to_string();
-        let flags = [
+        let mut flags = vec![
             "--shards",
             "2",
             "--memory",
@@ -974,11 +983,18 @@ fn directkv_aof(appendfsync: &'static str) -> impl Fn(&Path) -> Result<ServerPro
             "--appendfsync",
             appendfsync,
         ];
+        if let Some(bytes) = auto_snapshot {
+            flags.extend(["--auto-snapshot-log-bytes", bytes]);
+        }
         ServerProcess::directkv_serve(Path::new(EXE), &flags, None)
     }
 }
 
 fn directkv_must_lose_nothing(appendfsync: &'static str) {
+    directkv_must_lose_nothing_with(appendfsync, None);
+}
+
+fn directkv_must_lose_nothing_with(appendfsync: &'static str, auto_snapshot: Option<&'static str>) {
     if !directkv_bench::net::compare::directkv_has_persistence(Path::new(EXE)) {
         eprintln!(
             "\n!!! SKIPPED: `directkv serve --help` names no --appendonly: persistence (issue 22) \
@@ -986,14 +1002,42 @@ fn directkv_must_lose_nothing(appendfsync: &'static str) {
         );
         return;
     }
-    let start = directkv_aof(appendfsync);
+    let start = directkv_aof(appendfsync, auto_snapshot);
+    // Kills after which the directory held a snapshot file (finished or not): the snapshot
+    // runs must really have snapshotted between kills.
+    let with_snapshot = std::cell::Cell::new(0usize);
+    let count_snapshots = |dir: &Path| {
+        let has_snapshot = std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("snap-"))
+        });
+        if has_snapshot {
+            with_snapshot.set(with_snapshot.get() + 1);
+        }
+    };
     let subject = Subject {
-        name: format!("directkv-aof-{appendfsync}"),
+        name: match auto_snapshot {
+            None => format!("directkv-aof-{appendfsync}"),
+            Some(bytes) => format!("directkv-aof-{appendfsync}-snapshot-every-{bytes}-log-bytes"),
+        },
         start: &start,
-        after_kill: &|_| {},
+        after_kill: &count_snapshots,
         vectors: true,
     };
     must_lose_nothing(&subject, cycles(CYCLES_DEFAULT));
+    if auto_snapshot.is_some() {
+        eprintln!(
+            "{}: a snapshot file was in the directory after {} of the kills",
+            subject.name,
+            with_snapshot.get()
+        );
+        assert!(
+            with_snapshot.get() > 0,
+            "{}: no kill found a snapshot in the directory: the run never snapshotted",
+            subject.name
+        );
+    }
 }
 
 #[test]
@@ -1009,6 +1053,16 @@ fn directkv_everysec_loses_nothing_acknowledged_under_kill_9() {
 #[test]
 fn directkv_no_loses_nothing_acknowledged_under_kill_9() {
     directkv_must_lose_nothing("no");
+}
+
+/// The same with snapshots in the middle of the kills: every shard snapshots itself each time
+/// its log passes `SNAPSHOT_RUN_LOG_BYTES`, so a kill may land in a log rotation, an image
+/// being written or a manifest switch, and the restart must still have every acknowledged
+/// write (everysec: acknowledged after write(2), the case where a rotation's new log holds
+/// acknowledged records before any fsync).
+#[test]
+fn directkv_everysec_with_snapshots_loses_nothing_acknowledged_under_kill_9() {
+    directkv_must_lose_nothing_with("everysec", Some(SNAPSHOT_RUN_LOG_BYTES));
 }
 
 /// The writer's model (replies and stored states, vector keys included) agrees with directkv
