@@ -64,3 +64,4 @@ mod resp_scan;
 mod resp_server;
 mod resp_strings;
 mod udp;
+mod persist_group_commit;
