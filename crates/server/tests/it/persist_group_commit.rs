@@ -314,7 +314,11 @@ fn the_delay_is_a_named_limit_set_live() {
         Reply::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
         r => panic!("{r:?}"),
     };
-    for field in ["aof_sync_rounds:", "aof_sync_round_asks:", "aof_group_commit_waits:"] {
+    for field in [
+        "aof_sync_rounds:",
+        "aof_sync_round_asks:",
+        "aof_group_commit_waits:",
+    ] {
         assert!(t.contains(field), "INFO persistence has no {field}\n{t}");
     }
     drop(c);
