@@ -127,6 +127,11 @@ pub struct ServeFlags {
     /// size (default 64 MiB; 0 = off; docs/persistence.md "Snapshots").
     #[arg(long)]
     auto_snapshot_log_bytes: Option<usize>,
+    /// Under appendfsync always, how long (us) a sync round may wait for the batches the last
+    /// round answered, so one fdatasync covers them all (default 500, at most 100000; 0 = no
+    /// wait). CONFIG SET group-commit-delay-us changes it.
+    #[arg(long)]
+    group_commit_delay_us: Option<u64>,
 }
 
 fn parse_yes_no(s: &str) -> Result<bool, String> {
@@ -257,6 +262,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(n) = f.auto_snapshot_log_bytes {
         cfg.auto_snapshot_log_bytes = n;
+    }
+    if let Some(us) = f.group_commit_delay_us {
+        cfg.group_commit_delay_us = us;
     }
     let server = directkv_server::Server::start(cfg.clone())?;
     let _ = writeln!(

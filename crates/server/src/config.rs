@@ -25,6 +25,11 @@ use serde::{Deserialize, Serialize};
 pub const DIR_DEFAULT: &str = "./directkv-data";
 /// Default `auto_snapshot_log_bytes`: 64 MiB, Redis's `auto-aof-rewrite-min-size`.
 pub const AUTO_SNAPSHOT_LOG_BYTES_DEFAULT: usize = 64 << 20;
+/// Default `group_commit_delay_us` (measured: BENCHMARKS.md "Group commit delay (issue 22)").
+pub const GROUP_COMMIT_DELAY_US_DEFAULT: u64 = 500;
+/// Largest `group_commit_delay_us`: 100 ms, a tenth of `everysec`'s interval (a longer hold
+/// would make `always` answer slower than `everysec` syncs).
+pub const GROUP_COMMIT_DELAY_US_MAX: u64 = 100_000;
 
 /// When a write's reply may leave, against its log record (`appendfsync`, Redis's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +298,13 @@ pub struct ServerConfig {
     /// (docs/persistence.md "Snapshots").
     #[serde(deserialize_with = "size")]
     pub auto_snapshot_log_bytes: usize,
+    /// Under `appendfsync always`, how long after a sync round ends the next one may wait for
+    /// the connections that round answered to come back with their next batches, so that one
+    /// fdatasync covers them all (microseconds; default 500, at most 100000; 0 = a round begins
+    /// as soon as a reply waits). A round waits only while fewer batches wait than the last
+    /// round answered plus those that arrived during it, so a lone client never waits.
+    /// CONFIG SET changes it live (docs/persistence.md "Group commit delay").
+    pub group_commit_delay_us: u64,
 }
 
 impl Default for ServerConfig {
@@ -348,6 +360,7 @@ impl Default for ServerConfig {
             appendonly: true,
             appendfsync: AppendFsync::Everysec.name().to_string(),
             auto_snapshot_log_bytes: AUTO_SNAPSHOT_LOG_BYTES_DEFAULT,
+            group_commit_delay_us: GROUP_COMMIT_DELAY_US_DEFAULT,
         }
     }
 }
@@ -507,6 +520,12 @@ impl ServerConfig {
         }
         if self.memcache_get_keys_max == 0 {
             return Err("memcache_get_keys_max must be at least 1".into());
+        }
+        if self.group_commit_delay_us > GROUP_COMMIT_DELAY_US_MAX {
+            return Err(format!(
+                "group_commit_delay_us {} not in 0..={GROUP_COMMIT_DELAY_US_MAX}",
+                self.group_commit_delay_us
+            ));
         }
         Ok(())
     }

@@ -12,6 +12,8 @@
 //!                                       requirepass: a mutex + a change counter; connections
 //!                                       load the counter once per read and copy the password
 //!                                       only when it moved
+//!                                       appendfsync, group_commit_delay_us: read by the
+//!                                       replies and the log sync thread
 //!  SHUTDOWN ───────── request ──────>   shutdown: Server::run_until_signal wakes and stops
 //! ```
 //!
@@ -50,6 +52,8 @@ pub(crate) struct Live {
     /// `appendfsync`, as its index in `AppendFsync::ALL` (read by every reply under
     /// persistence and by the log sync thread).
     appendfsync: AtomicU8,
+    /// `group_commit_delay_us` (read by the log sync thread before each round under `always`).
+    group_commit_delay_us: AtomicU64,
 }
 
 impl Default for Live {
@@ -66,6 +70,7 @@ impl Default for Live {
             started_unix_secs: AtomicU64::new(unix_secs()),
             maxmemory_policy: AtomicU8::new(0),
             appendfsync: AtomicU8::new(0),
+            group_commit_delay_us: AtomicU64::new(0),
         };
         live.set_from(&ServerConfig::default());
         live
@@ -90,6 +95,18 @@ impl Live {
         self.set_requirepass(cfg.requirepass.as_deref());
         self.set_maxmemory_policy(cfg.eviction_policy().unwrap_or_default());
         self.set_appendfsync(cfg.append_fsync().unwrap_or(AppendFsync::Everysec));
+        self.set_group_commit_delay_us(cfg.group_commit_delay_us);
+    }
+
+    /// How long a sync round under `always` may wait for the batches the last round answered
+    /// (`persistence::Store::sync_loop`), microseconds.
+    #[inline]
+    pub(crate) fn group_commit_delay_us(&self) -> u64 {
+        self.group_commit_delay_us.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_group_commit_delay_us(&self, us: u64) {
+        self.group_commit_delay_us.store(us, Ordering::Relaxed);
     }
 
     /// Redis's `appendfsync`: when a write's reply may leave against its log record.

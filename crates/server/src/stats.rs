@@ -892,6 +892,46 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Most memory a snapshot held besides the store (bucket copies, bitmap), bytes.",
         |s| s.snapshot.extra_bytes_peak.load(Ordering::Relaxed),
     ),
+    server(
+        "Persistence",
+        "aof_sync_rounds",
+        "directkv_aof_sync_rounds_total",
+        Kind::Counter,
+        "Sync rounds of the log sync thread (each one fdatasync per log with new records).",
+        |s| s.persist.sync_rounds.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_sync_round_asks",
+        "directkv_aof_sync_round_asks_total",
+        Kind::Counter,
+        "Waits for durability the sync rounds answered (per aof_sync_rounds: the batches one round grouped).",
+        |s| s.persist.sync_round_asks.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_group_commit_waits",
+        "directkv_aof_group_commit_waits_total",
+        Kind::Counter,
+        "Sync rounds that waited for more batches before they began (group_commit_delay_us).",
+        |s| s.persist.group_commit_waits.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_group_commit_timeouts",
+        "directkv_aof_group_commit_timeouts_total",
+        Kind::Counter,
+        "Of aof_group_commit_waits, those that began at the delay's limit with fewer batches than expected.",
+        |s| s.persist.group_commit_timeouts.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
+        "aof_group_commit_wait_us",
+        "directkv_aof_group_commit_wait_microseconds_total",
+        Kind::Counter,
+        "Microseconds sync rounds waited for more batches before they began.",
+        |s| s.persist.group_commit_wait_us.load(Ordering::Relaxed),
+    ),
 ];
 
 /// A row of the key expiry counters (an engine counter in INFO's Stats section).

@@ -29,6 +29,26 @@
 //! atomic plan or a MULTI, is covered too. A sync that fails answers the waiters with an error
 //! and the connection is closed without its replies (none of them is acknowledged).
 //!
+//! **Group commit delay** (`group_commit_delay_us`). Rounds run back to back, so without a
+//! delay the batches that arrive during one round form the next: with several pipelining
+//! connections they split into groups that alternate, each round carrying a fraction of them.
+//! Under `always`, a round that is asked for may therefore wait, before it begins, until as
+//! many asks are in as the last round answered plus those that arrived during it (the
+//! connections it answered come back within a round trip), or until `group_commit_delay_us`
+//! after the last round ended, whichever is first ([`Grouping`]). A lone client asks for
+//! exactly one round per batch and the last round answered one ask, so it never waits; a
+//! connection that stopped asking costs the next round the delay once, and the round after
+//! expects one fewer. The prior art is PostgreSQL's `commit_delay`/`commit_siblings` and
+//! MySQL's `binlog_group_commit_sync_delay`/`binlog_group_commit_sync_no_delay_count`; here
+//! the count to wait for is learnt from the last round instead of configured. The delay
+//! changes only when a round begins: a reply still leaves only after a round that began after
+//! its writes.
+//!
+//! ```text
+//!   round k ──fdatasync──┤ answers A1 A2          round k+1 ──fdatasync──┤
+//!   asks:   B1 B2 (during round k) │ A1 A2 come back ─┘ (4 in = 2 answered + 2 during k)
+//! ```
+//!
 //! **Failures.** A failed write(2) or fdatasync fails the store for good (the kernel may have
 //! dropped the pages: a retry could acknowledge lost data): the batch whose record was not
 //! written answers its writes with `OpError::NotLogged` (RESP `MISCONF`), and from then on
@@ -41,7 +61,7 @@ pub(crate) mod snapshot;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use directkv_persist::fs::{Fs, FsFile};
@@ -75,6 +95,15 @@ pub(crate) struct PersistStats {
     pub(crate) fsync_below: [AtomicU64; FSYNC_BUCKETS_US.len()],
     /// Times a reply waited for a sync round under `always`.
     pub(crate) durable_waits: AtomicU64,
+    /// Sync rounds run, and the asks (replies waiting, SAVE, log rotations) they answered:
+    /// their ratio is the batches one round grouped.
+    pub(crate) sync_rounds: AtomicU64,
+    pub(crate) sync_round_asks: AtomicU64,
+    /// Rounds that waited for more asks before they began (`group_commit_delay_us`), those
+    /// whose wait ended at the limit, and the microseconds they waited in all.
+    pub(crate) group_commit_waits: AtomicU64,
+    pub(crate) group_commit_timeouts: AtomicU64,
+    pub(crate) group_commit_wait_us: AtomicU64,
 }
 
 impl PersistStats {
@@ -102,11 +131,65 @@ struct ShardSync {
 }
 
 /// Sync rounds asked for and done.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Rounds {
     requested: u64,
     done: u64,
     stop: bool,
+    /// The sync thread sleeps until `requested` reaches this (`u64::MAX`: it is not waiting
+    /// for asks), so that only the ask it waits for pays a wake-up.
+    wake_at: u64,
+}
+
+impl Default for Rounds {
+    fn default() -> Self {
+        Rounds {
+            requested: 0,
+            done: 0,
+            stop: false,
+            wake_at: u64::MAX,
+        }
+    }
+}
+
+/// The group commit delay's bookkeeping, kept by the sync thread: how many asks the next
+/// round waits for, learnt from the last round (see the module comment). Pure, so that its
+/// rule is tested without a clock or a disk.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Grouping {
+    /// `requested` when the last round began: the asks it answered end there.
+    began: u64,
+    /// The count of asks (`requested`) the next round waits for: those made by the end of the
+    /// last round, plus as many as it answered.
+    expect: u64,
+    /// When the last round ended.
+    ended: Option<Instant>,
+}
+
+impl Grouping {
+    /// The round that began at `target` asks ended at `now`, when `requested` asks had been
+    /// made. Returns the asks it answered.
+    pub(crate) fn round_ended(&mut self, target: u64, requested: u64, now: Instant) -> u64 {
+        let answered = target.saturating_sub(self.began);
+        self.began = self.began.max(target);
+        self.expect = requested.saturating_add(answered);
+        self.ended = Some(now);
+        answered
+    }
+
+    /// With `requested` asks made, until when the next round waits for more under `delay`:
+    /// `None` to begin now (no delay, enough asks in, or no round yet).
+    pub(crate) fn hold_until(&self, requested: u64, delay: Duration) -> Option<Instant> {
+        if delay.is_zero() || requested >= self.expect {
+            return None;
+        }
+        self.ended.map(|t| t + delay)
+    }
+
+    /// The count of asks `hold_until` waits for.
+    pub(crate) fn expect(&self) -> u64 {
+        self.expect
+    }
 }
 
 /// The store's shared state: the directory (locked), its manifest, the fsync policy, every
@@ -283,7 +366,10 @@ impl Store {
     fn ask_round(&self) -> u64 {
         let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
         r.requested += 1;
-        self.work.notify_all();
+        if r.requested >= r.wake_at {
+            r.wake_at = u64::MAX;
+            self.work.notify_one();
+        }
         r.requested
     }
 
@@ -327,6 +413,7 @@ impl Store {
 
     fn sync_loop(&self) {
         let mut last = Instant::now();
+        let mut grouping = Grouping::default();
         loop {
             let (target, stop) = {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
@@ -344,22 +431,30 @@ impl Store {
                         last = Instant::now();
                         continue;
                     }
+                    r.wake_at = r.done + 1;
                     r = self
                         .work
                         .wait_timeout(r, left)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
+                r.wake_at = u64::MAX;
+                let r = self.hold(r, &grouping);
                 (r.requested, r.stop)
             };
             last = Instant::now();
             if !self.is_failed() {
                 self.sync_all();
             }
-            {
+            let requested = {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
                 r.done = r.done.max(target);
-            }
+                r.requested
+            };
+            let answered = grouping.round_ended(target, requested, Instant::now());
+            let st = &self.stats.persist;
+            st.sync_rounds.fetch_add(1, Ordering::Relaxed);
+            st.sync_round_asks.fetch_add(answered, Ordering::Relaxed);
             let failed = self.is_failed();
             self.done_tx.send_modify(|d| {
                 d.0 = d.0.max(target);
@@ -369,6 +464,46 @@ impl Store {
                 return;
             }
         }
+    }
+
+    /// The group commit delay: under `always`, before a round that was asked for begins,
+    /// waits (the lock released) while fewer asks are in than `grouping` expects, until
+    /// `group_commit_delay_us` after the last round ended (module comment).
+    fn hold<'a>(
+        &self,
+        mut r: MutexGuard<'a, Rounds>,
+        grouping: &Grouping,
+    ) -> MutexGuard<'a, Rounds> {
+        if r.stop || r.requested <= r.done || self.policy() != AppendFsync::Always {
+            return r;
+        }
+        let delay = Duration::from_micros(self.stats.live.group_commit_delay_us());
+        let Some(until) = grouping.hold_until(r.requested, delay) else {
+            return r;
+        };
+        let start = Instant::now();
+        if start >= until {
+            return r;
+        }
+        let st = &self.stats.persist;
+        st.group_commit_waits.fetch_add(1, Ordering::Relaxed);
+        while !r.stop && r.requested < grouping.expect() {
+            let now = Instant::now();
+            if now >= until {
+                st.group_commit_timeouts.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            r.wake_at = grouping.expect();
+            r = self
+                .work
+                .wait_timeout(r, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        r.wake_at = u64::MAX;
+        st.group_commit_wait_us
+            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        r
     }
 
     /// Stops the sync thread after a last round (the server's shards have stopped).
@@ -448,5 +583,61 @@ pub(crate) fn log_limits() -> directkv_persist::log::LogLimits {
     directkv_persist::log::LogLimits {
         record_bytes_max: LOG_RECORD_BYTES_MAX,
         pending_bytes_max: LOG_RECORD_BYTES_MAX + directkv_persist::log::RECORD_HEADER_BYTES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DELAY: Duration = Duration::from_micros(500);
+
+    #[test]
+    fn a_lone_client_never_waits() {
+        let t = Instant::now();
+        let mut g = Grouping::default();
+        // No round yet: the first ask begins one at once.
+        assert_eq!(g.hold_until(1, DELAY), None);
+        // Each round answers the one ask; the next ask is all the next round expects.
+        for n in 1..100u64 {
+            assert_eq!(g.round_ended(n, n, t), 1);
+            assert_eq!(g.hold_until(n + 1, DELAY), None);
+        }
+    }
+
+    #[test]
+    fn alternating_groups_are_merged() {
+        let t = Instant::now();
+        let mut g = Grouping::default();
+        // A round answered A1 A2 while B1 B2 asked: the next waits for A1 A2 too.
+        assert_eq!(g.round_ended(2, 4, t), 2);
+        assert_eq!(g.expect(), 6);
+        assert_eq!(g.hold_until(4, DELAY), Some(t + DELAY));
+        assert_eq!(g.hold_until(5, DELAY), Some(t + DELAY));
+        assert_eq!(g.hold_until(6, DELAY), None);
+        // That round took all four, nobody asked during it: the next waits for four.
+        assert_eq!(g.round_ended(6, 6, t), 4);
+        assert_eq!(g.expect(), 10);
+        assert_eq!(g.hold_until(9, DELAY), Some(t + DELAY));
+        assert_eq!(g.hold_until(10, DELAY), None);
+    }
+
+    #[test]
+    fn a_client_that_stops_asking_is_forgotten_after_one_round() {
+        let t = Instant::now();
+        let mut g = Grouping::default();
+        g.round_ended(4, 4, t);
+        // Three of the four come back; the round begins at the limit with three.
+        assert!(g.hold_until(7, DELAY).is_some());
+        assert_eq!(g.round_ended(7, 7, t), 3);
+        assert_eq!(g.hold_until(10, DELAY), None);
+    }
+
+    #[test]
+    fn no_delay_is_todays_behaviour() {
+        let t = Instant::now();
+        let mut g = Grouping::default();
+        g.round_ended(2, 4, t);
+        assert_eq!(g.hold_until(4, Duration::ZERO), None);
     }
 }

@@ -42,6 +42,7 @@ mod memcache_text;
 mod native;
 mod native_empty_key;
 mod ocsm;
+mod persist_group_commit;
 mod persist_recover;
 mod persist_snapshot;
 mod persist_write;

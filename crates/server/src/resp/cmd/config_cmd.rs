@@ -14,7 +14,7 @@
 //! `requirepass` at the next login (connections already in stay in),
 //! `reply-write-timeout-secs` for connections opened afterwards, and `maxmemory-policy` at
 //! every shard's next batch, `appendfsync` at the next reply (and the log sync thread within a
-//! second).
+//! second), `group-commit-delay-us` at the log sync thread's next round.
 //!
 //! Non-goals: CONFIG REWRITE (the file is the operator's); settings the engines or listeners
 //! were built with.
@@ -38,6 +38,7 @@ const SETTABLE: &[&str] = &[
     "reply-write-timeout-secs",
     "maxmemory-policy",
     "appendfsync",
+    "group-commit-delay-us",
 ];
 
 /// Redis names for directkv settings: (Redis name, directkv key).
@@ -95,6 +96,7 @@ fn settings(cfg: &ServerConfig, stats: &ServerStats) -> Vec<(String, String)> {
             "requirepass" => live.requirepass().as_deref().unwrap_or("").to_string(),
             "maxmemory_policy" => live.maxmemory_policy().name().to_string(),
             "appendfsync" => live.appendfsync().name().to_string(),
+            "group_commit_delay_us" => live.group_commit_delay_us().to_string(),
             k => table.get(k).map(shown).unwrap_or_default(),
         };
         all.push((key.replace('_', "-"), value));
@@ -191,6 +193,7 @@ enum Change {
     WriteTimeout(u64),
     Policy(directkv_engine::EvictionPolicy),
     AppendFsync(crate::config::AppendFsync),
+    GroupCommitDelay(u64),
 }
 
 fn failed(name: &str, why: &str) -> String {
@@ -262,6 +265,12 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
                 },
             )?,
         ),
+        "group-commit-delay-us" => Change::GroupCommitDelay(int_in(
+            name,
+            value,
+            0,
+            crate::config::GROUP_COMMIT_DELAY_US_MAX as i64,
+        )? as u64),
         _ => return Err(failed(name, "can't set immutable config")),
     })
 }
@@ -336,6 +345,7 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
             Change::WriteTimeout(t) => live.set_reply_write_timeout_secs(t),
             Change::Policy(policy) => live.set_maxmemory_policy(policy),
             Change::AppendFsync(p) => live.set_appendfsync(p),
+            Change::GroupCommitDelay(us) => live.set_group_commit_delay_us(us),
         }
     }
     tracing::info!(client = s.admin.me.id, "CONFIG SET {}", show_names(pairs));
