@@ -90,6 +90,31 @@ fn is_get_line(input: &[u8]) -> bool {
     spaces <= GET_LEADING_SPACES_MAX && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
 }
 
+/// The position of the first space in `line` at or after `pos` (`line.len()` if none): eight
+/// bytes at a time while eight remain, a multi-get's keys being most of what a server parses
+/// (callgrind: a byte-by-byte scan cost about 5 instructions per byte).
+#[inline(always)]
+fn word_end(line: &[u8], mut pos: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const SPACES: u64 = ONES * b' ' as u64;
+    while pos + 8 <= line.len() {
+        let w = u64::from_le_bytes(line[pos..pos + 8].try_into().expect("8 bytes"));
+        // The bytes equal to a space become zero; the lowest flagged byte is the first zero
+        // one (a borrow can only flag bytes above a zero byte, never below it).
+        let x = w ^ SPACES;
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zero != 0 {
+            return pos + (zero.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while pos < line.len() && line[pos] != b' ' {
+        pos += 1;
+    }
+    pos
+}
+
 /// A command line split into words: the first `LINE_WORDS_MAX` by position, the count of all.
 struct Line<'a> {
     line: &'a [u8],
@@ -113,9 +138,7 @@ impl<'a> Line<'a> {
                 continue;
             }
             let start = pos;
-            while pos < line.len() && line[pos] != b' ' {
-                pos += 1;
-            }
+            pos = word_end(line, pos);
             if count < LINE_WORDS_MAX {
                 spans[count] = (start, pos);
             }
@@ -486,5 +509,38 @@ fn meta_set<'a>(
             request: Request::MetaSet { key, flags, value },
             consumed: end,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_end;
+
+    /// The eight-bytes-at-a-time scan finds the first space exactly where a byte-by-byte
+    /// scan does: at every length, start and place of the space, with bytes that differ from
+    /// a space by one bit (0x00, 0x21, 0xa0) around it.
+    #[test]
+    fn word_end_is_the_first_space_at_every_position() {
+        for len in 0..=24usize {
+            for space in 0..=len {
+                for filler in [b'a', 0x00, 0x21, 0xa0, 0x1f] {
+                    let mut line = vec![filler; len];
+                    if space < len {
+                        line[space] = b' ';
+                        // A second space later must not be the one found.
+                        if space + 3 < len {
+                            line[space + 3] = b' ';
+                        }
+                    }
+                    for start in 0..=space.min(len) {
+                        let want = line[start..]
+                            .iter()
+                            .position(|&b| b == b' ')
+                            .map_or(len, |p| start + p);
+                        assert_eq!(word_end(&line, start), want, "{line:?} from {start}");
+                    }
+                }
+            }
+        }
     }
 }
