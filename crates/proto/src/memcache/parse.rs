@@ -6,7 +6,8 @@ use super::error::MemcacheError;
 use super::meta::{parse_flags, MetaKey, MetaKind};
 use super::number::{parse_i32_truncating, parse_u32_truncating, parse_u64};
 use super::request::{
-    Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX, META_WORDS_MAX,
+    word_end, Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX,
+    META_WORDS_MAX,
 };
 
 /// Most leading spaces before `get ` that still earn a long line (memcached's rule).
@@ -88,31 +89,6 @@ fn is_get_line(input: &[u8]) -> bool {
     let spaces = input.iter().take_while(|&&b| b == b' ').count();
     let rest = &input[spaces..];
     spaces <= GET_LEADING_SPACES_MAX && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
-}
-
-/// The position of the first space in `line` at or after `pos` (`line.len()` if none): eight
-/// bytes at a time while eight remain, a multi-get's keys being most of what a server parses
-/// (callgrind: a byte-by-byte scan cost about 5 instructions per byte).
-#[inline(always)]
-fn word_end(line: &[u8], mut pos: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    const SPACES: u64 = ONES * b' ' as u64;
-    while pos + 8 <= line.len() {
-        let w = u64::from_le_bytes(line[pos..pos + 8].try_into().expect("8 bytes"));
-        // The bytes equal to a space become zero; the lowest flagged byte is the first zero
-        // one (a borrow can only flag bytes above a zero byte, never below it).
-        let x = w ^ SPACES;
-        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
-        if zero != 0 {
-            return pos + (zero.trailing_zeros() / 8) as usize;
-        }
-        pos += 8;
-    }
-    while pos < line.len() && line[pos] != b' ' {
-        pos += 1;
-    }
-    pos
 }
 
 /// A command line split into words: the first `LINE_WORDS_MAX` by position, the count of all.
@@ -514,7 +490,7 @@ fn meta_set<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::word_end;
+    use super::super::request::{word_end, words};
 
     /// The eight-bytes-at-a-time scan finds the first space exactly where a byte-by-byte
     /// scan does: at every length, start and place of the space, with bytes that differ from
@@ -540,6 +516,31 @@ mod tests {
                         assert_eq!(word_end(&line, start), want, "{line:?} from {start}");
                     }
                 }
+            }
+        }
+    }
+
+    /// `words` splits as memcached does (runs of bytes between spaces, empty ones skipped),
+    /// the same as a split on ' ' without the empty pieces, for every line of spaces and
+    /// letters up to 12 bytes.
+    #[test]
+    fn words_are_the_nonempty_pieces_between_spaces() {
+        for len in 0..=12u32 {
+            for bits in 0..(1u32 << len) {
+                let line: Vec<u8> = (0..len)
+                    .map(|i| {
+                        if bits >> i & 1 == 1 {
+                            b' '
+                        } else {
+                            b'k' + i as u8
+                        }
+                    })
+                    .collect();
+                let want: Vec<&[u8]> = line
+                    .split(|&b| b == b' ')
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                assert_eq!(words(&line).collect::<Vec<_>>(), want, "{line:?}");
             }
         }
     }

@@ -266,7 +266,10 @@ fn a_failed_log_write_refuses_memcached_writes_and_flush_all_with_server_error()
     // refused delayed flush's second has passed (time passing, not readiness, is waited for).
     std::thread::sleep(std::time::Duration::from_millis(1200));
     for k in &acked {
-        mc.expect(&format!("get {k}\r\n"), &[&format!("VALUE {k} 7 1"), "v", "END"]);
+        mc.expect(
+            &format!("get {k}\r\n"),
+            &[&format!("VALUE {k} 7 1"), "v", "END"],
+        );
     }
     mc.expect("version\r\n", &["VERSION 1.6.18"]);
     let mut c = Client::connect(&srv);
