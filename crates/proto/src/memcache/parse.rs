@@ -6,7 +6,7 @@ use super::error::MemcacheError;
 use super::meta::{parse_flags, MetaKey, MetaKind};
 use super::number::{parse_i32_truncating, parse_u32_truncating, parse_u64};
 use super::request::{
-    word_end, Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX,
+    find_byte, word_end, Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX,
     META_WORDS_MAX,
 };
 
@@ -26,7 +26,8 @@ pub fn parse_request<'a>(input: &'a [u8], limits: &MemcacheLimits) -> Parse<'a> 
         limits.line_bytes_max
     };
     let search = &input[..input.len().min(line_max.saturating_add(1))];
-    let Some(newline) = search.iter().position(|&b| b == b'\n') else {
+    let newline = find_byte(search, 0, b'\n');
+    let Some(newline) = (newline < search.len()).then_some(newline) else {
         return if input.len() > line_max {
             Parse::Close
         } else {
@@ -490,30 +491,36 @@ fn meta_set<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::request::{word_end, words};
+    use super::super::request::{find_byte, word_end, words};
 
-    /// The eight-bytes-at-a-time scan finds the first space exactly where a byte-by-byte
-    /// scan does: at every length, start and place of the space, with bytes that differ from
-    /// a space by one bit (0x00, 0x21, 0xa0) around it.
+    /// The eight-bytes-at-a-time scan finds the first space (and newline) exactly where a
+    /// byte-by-byte scan does: at every length, start and place of the byte, with bytes that
+    /// differ from it by one bit around it.
     #[test]
-    fn word_end_is_the_first_space_at_every_position() {
-        for len in 0..=24usize {
-            for space in 0..=len {
-                for filler in [b'a', 0x00, 0x21, 0xa0, 0x1f] {
-                    let mut line = vec![filler; len];
-                    if space < len {
-                        line[space] = b' ';
-                        // A second space later must not be the one found.
-                        if space + 3 < len {
-                            line[space + 3] = b' ';
+    fn word_end_and_find_byte_are_the_first_match_at_every_position() {
+        for target in [b' ', b'\n'] {
+            for len in 0..=24usize {
+                for at in 0..=len {
+                    for filler in [b'a', 0x00, target ^ 1, target ^ 0x80, target ^ 0x40] {
+                        let mut line = vec![filler; len];
+                        if at < len {
+                            line[at] = target;
+                            // A second one later must not be the one found.
+                            if at + 3 < len {
+                                line[at + 3] = target;
+                            }
                         }
-                    }
-                    for start in 0..=space.min(len) {
-                        let want = line[start..]
-                            .iter()
-                            .position(|&b| b == b' ')
-                            .map_or(len, |p| start + p);
-                        assert_eq!(word_end(&line, start), want, "{line:?} from {start}");
+                        for start in 0..=at {
+                            let want = line[start..]
+                                .iter()
+                                .position(|&b| b == target)
+                                .map_or(len, |p| start + p);
+                            let got = find_byte(&line, start, target);
+                            assert_eq!(got, want, "{line:?} from {start}");
+                            if target == b' ' {
+                                assert_eq!(word_end(&line, start), want);
+                            }
+                        }
                     }
                 }
             }
