@@ -153,6 +153,7 @@ pub fn write_server_error(out: &mut Vec<u8>, text: &str) {
 
 /// One `VALUE` of a retrieval reply; `cas` for gets and gats. End the reply with
 /// `write_status(out, Status::End)`.
+#[inline]
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, value: &[u8], cas: Option<u64>) {
     // A short key and value (a cache's usual item) are composed with the line in one
     // fixed-size stack buffer, appended whole (a copy the compiler inlines) and cut back to
