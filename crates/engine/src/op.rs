@@ -374,6 +374,7 @@ impl<'a> Op<'a> {
     }
     /// memcached get: `touch` empty or `mc::touch_arg(deadline)`; `want_cas` empty or
     /// `&mc::WANT_CAS`.
+    #[inline]
     pub fn mc_get(key: &'a [u8], touch: &'a [u8], want_cas: &'a [u8]) -> Op<'a> {
         Op {
             arg: touch,
@@ -496,6 +497,7 @@ impl Results {
         self.items.is_empty()
     }
 
+    #[inline]
     pub fn status(&self, i: usize) -> Status {
         self.items[i].status
     }
@@ -505,6 +507,7 @@ impl Results {
         self.data.len()
     }
 
+    #[inline]
     pub fn data(&self, i: usize) -> &[u8] {
         let r = &self.items[i];
         let start = r.data_start as usize;

@@ -41,6 +41,7 @@ pub struct ItemMeta {
 
 /// Splits `McGet`'s Ok data into the value and its meta; None if `data` is shorter than the
 /// trailer.
+#[inline]
 pub fn split_get(data: &[u8]) -> Option<(&[u8], ItemMeta)> {
     let at = data.len().checked_sub(GET_TRAILER_BYTES)?;
     let (value, t) = data.split_at(at);

@@ -145,7 +145,7 @@ impl Pipeline<'_> {
     /// goes through here (the main-bucket fast paths leave keys with a deadline to it).
     #[inline(always)]
     fn lookup_live(&mut self, key: &[u8], h: u64) -> Option<Loc> {
-        let loc = self.table.lookup(key, h, self.access)?;
+        let loc = self.table.lookup_inlined(key, h, self.access)?;
         if expired(loc.deadline(), self.now) {
             self.reclaim(&loc, key);
             return None;

@@ -6,7 +6,8 @@ use super::error::MemcacheError;
 use super::meta::{parse_flags, MetaKey, MetaKind};
 use super::number::{parse_i32_truncating, parse_u32_truncating, parse_u64};
 use super::request::{
-    Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX, META_WORDS_MAX,
+    find_byte, word_end, Keys, MemcacheLimits, Parse, Refusal, Request, StoreMode, KEY_BYTES_MAX,
+    META_WORDS_MAX,
 };
 
 /// Most leading spaces before `get ` that still earn a long line (memcached's rule).
@@ -25,7 +26,8 @@ pub fn parse_request<'a>(input: &'a [u8], limits: &MemcacheLimits) -> Parse<'a> 
         limits.line_bytes_max
     };
     let search = &input[..input.len().min(line_max.saturating_add(1))];
-    let Some(newline) = search.iter().position(|&b| b == b'\n') else {
+    let newline = find_byte(search, 0, b'\n');
+    let Some(newline) = (newline < search.len()).then_some(newline) else {
         return if input.len() > line_max {
             Parse::Close
         } else {
@@ -113,9 +115,7 @@ impl<'a> Line<'a> {
                 continue;
             }
             let start = pos;
-            while pos < line.len() && line[pos] != b' ' {
-                pos += 1;
-            }
+            pos = word_end(line, pos);
             if count < LINE_WORDS_MAX {
                 spans[count] = (start, pos);
             }
@@ -486,5 +486,69 @@ fn meta_set<'a>(
             request: Request::MetaSet { key, flags, value },
             consumed: end,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::request::{find_byte, word_end, words};
+
+    /// The eight-bytes-at-a-time scan finds the first space (and newline) exactly where a
+    /// byte-by-byte scan does: at every length, start and place of the byte, with bytes that
+    /// differ from it by one bit around it.
+    #[test]
+    fn word_end_and_find_byte_are_the_first_match_at_every_position() {
+        for target in [b' ', b'\n'] {
+            for len in 0..=24usize {
+                for at in 0..=len {
+                    for filler in [b'a', 0x00, target ^ 1, target ^ 0x80, target ^ 0x40] {
+                        let mut line = vec![filler; len];
+                        if at < len {
+                            line[at] = target;
+                            // A second one later must not be the one found.
+                            if at + 3 < len {
+                                line[at + 3] = target;
+                            }
+                        }
+                        for start in 0..=at {
+                            let want = line[start..]
+                                .iter()
+                                .position(|&b| b == target)
+                                .map_or(len, |p| start + p);
+                            let got = find_byte(&line, start, target);
+                            assert_eq!(got, want, "{line:?} from {start}");
+                            if target == b' ' {
+                                assert_eq!(word_end(&line, start), want);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `words` splits as memcached does (runs of bytes between spaces, empty ones skipped),
+    /// the same as a split on ' ' without the empty pieces, for every line of spaces and
+    /// letters up to 12 bytes.
+    #[test]
+    fn words_are_the_nonempty_pieces_between_spaces() {
+        for len in 0..=12u32 {
+            for bits in 0..(1u32 << len) {
+                let line: Vec<u8> = (0..len)
+                    .map(|i| {
+                        if bits >> i & 1 == 1 {
+                            b' '
+                        } else {
+                            b'k' + i as u8
+                        }
+                    })
+                    .collect();
+                let want: Vec<&[u8]> = line
+                    .split(|&b| b == b' ')
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                assert_eq!(words(&line).collect::<Vec<_>>(), want, "{line:?}");
+            }
+        }
     }
 }

@@ -153,22 +153,31 @@ pub fn write_server_error(out: &mut Vec<u8>, text: &str) {
 
 /// One `VALUE` of a retrieval reply; `cas` for gets and gats. End the reply with
 /// `write_status(out, Status::End)`.
+#[inline]
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, value: &[u8], cas: Option<u64>) {
-    // The numbers are written into a fixed-size stack buffer, which is appended whole (a
-    // copy the compiler inlines) and cut back to the line's length: a push per digit and
-    // separator, each with its own capacity check, cost more, and so does a copy of just the
-    // used bytes (a call to `memcpy`).
-    let mut tail = [0u8; VALUE_TAIL_BYTES_MAX];
-    tail[0] = b' ';
-    let mut at = digits_forward(&mut tail, 1, u64::from(flags));
-    tail[at] = b' ';
-    at = digits_forward(&mut tail, at + 1, value.len() as u64);
-    if let Some(cas) = cas {
-        tail[at] = b' ';
-        at = digits_forward(&mut tail, at + 1, cas);
+    // A short key and value (a cache's usual item) are composed with the line in one
+    // fixed-size stack buffer, appended whole (a copy the compiler inlines) and cut back to
+    // the block's length: each by two overlapping fixed-size copies, not a call to `memcpy`,
+    // and one capacity check for the whole block (callgrind: about 60 instructions less per
+    // `VALUE` than appending its five parts).
+    if is_short(key) && is_short(value) {
+        let mut block = [0u8; SHORT_BLOCK_BYTES];
+        block[..6].copy_from_slice(b"VALUE ");
+        copy_short(&mut block, 6, key);
+        let at = value_tail(&mut block, 6 + key.len(), flags, value.len(), cas);
+        copy_short(&mut block, at, value);
+        let at = at + value.len();
+        block[at..at + 2].copy_from_slice(b"\r\n");
+        let end = out.len() + at + 2;
+        out.extend_from_slice(&block);
+        out.truncate(end);
+        return;
     }
-    tail[at..at + 2].copy_from_slice(b"\r\n");
-    at += 2;
+    // The numbers are written into a fixed-size stack buffer, which is appended whole and cut
+    // back to the line's length: a push per digit and separator, each with its own capacity
+    // check, cost more, and so does a copy of just the used bytes (a call to `memcpy`).
+    let mut tail = [0u8; VALUE_TAIL_BYTES_MAX];
+    let at = value_tail(&mut tail, 0, flags, value.len(), cas);
     out.reserve(6 + key.len() + VALUE_TAIL_BYTES_MAX + value.len() + 2);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
@@ -181,10 +190,58 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, value: &[u8], cas:
 /// Bytes of a `VALUE` line after its key, at most: ` <flags u32> <bytes> <cas u64>\r\n`.
 const VALUE_TAIL_BYTES_MAX: usize = 1 + 10 + 1 + 20 + 1 + 20 + 2;
 
+/// Longest key or value `write_value` composes in its stack buffer.
+const SHORT_BYTES_MAX: usize = 16;
+
+/// A whole `VALUE` block of a short key and value, at most.
+const SHORT_BLOCK_BYTES: usize = 6 + SHORT_BYTES_MAX + VALUE_TAIL_BYTES_MAX + SHORT_BYTES_MAX + 2;
+
+/// Whether `b` is copied by [`copy_short`]: 4 to 16 bytes.
+#[inline(always)]
+fn is_short(b: &[u8]) -> bool {
+    (4..=SHORT_BYTES_MAX).contains(&b.len())
+}
+
+/// Copies `src` (4 to 16 bytes, [`is_short`]) to `buf[at..]` by two fixed-size copies of its
+/// first and last 8 (or 4) bytes, which overlap when it is shorter than 16 (8).
+#[inline(always)]
+fn copy_short(buf: &mut [u8], at: usize, src: &[u8]) {
+    let n = src.len();
+    debug_assert!(is_short(src));
+    if n >= 8 {
+        buf[at..at + 8].copy_from_slice(&src[..8]);
+        buf[at + n - 8..at + n].copy_from_slice(&src[n - 8..]);
+    } else {
+        buf[at..at + 4].copy_from_slice(&src[..4]);
+        buf[at + n - 4..at + n].copy_from_slice(&src[n - 4..]);
+    }
+}
+
+/// Writes ` <flags> <bytes>[ <cas>]\r\n` into `buf` from `at` on (room for
+/// `VALUE_TAIL_BYTES_MAX`); returns the position after it.
+#[inline(always)]
+fn value_tail(buf: &mut [u8], at: usize, flags: u32, bytes: usize, cas: Option<u64>) -> usize {
+    buf[at] = b' ';
+    let mut at = digits_forward(buf, at + 1, u64::from(flags));
+    buf[at] = b' ';
+    at = digits_forward(buf, at + 1, bytes as u64);
+    if let Some(cas) = cas {
+        buf[at] = b' ';
+        at = digits_forward(buf, at + 1, cas);
+    }
+    buf[at..at + 2].copy_from_slice(b"\r\n");
+    at + 2
+}
+
 /// Writes `n` in decimal into `buf` from `at` on; returns the position after it. `buf` must
 /// have room for its digits (20 at most).
 #[inline(always)]
 fn digits_forward(buf: &mut [u8], at: usize, n: u64) -> usize {
+    // One digit (flags 0, most clients' value): no division at all.
+    if n < 10 {
+        buf[at] = b'0' + n as u8;
+        return at + 1;
+    }
     let mut len = 1;
     let mut rest = n / 10;
     while rest > 0 {
@@ -387,15 +444,21 @@ pub fn encode_request(request: &Request<'_>, out: &mut Vec<u8>) {
 mod tests {
     use super::write_value;
 
-    /// The fixed-size number buffer gives memcached's line at every key and value length
-    /// around the short ones, and for the extreme numbers.
+    /// The fixed-size number buffer and the short block (keys and values of 4 to 16 bytes)
+    /// give memcached's line at every key and value length around the short ones, and for
+    /// numbers of one, two and three digits and the extreme ones.
     #[test]
     fn value_lines_are_exact_at_every_short_length() {
         for klen in 1..=20usize {
             for vlen in 0..=20usize {
                 let key: Vec<u8> = (0..klen).map(|i| b'a' + i as u8).collect();
                 let value: Vec<u8> = (0..vlen).map(|i| b'A' + i as u8).collect();
-                for (flags, cas) in [(0, None), (9, Some(10)), (u32::MAX, Some(u64::MAX))] {
+                for (flags, cas) in [
+                    (0, None),
+                    (9, Some(10)),
+                    (99, Some(100)),
+                    (u32::MAX, Some(u64::MAX)),
+                ] {
                     let mut out = b"x".to_vec();
                     write_value(&mut out, &key, flags, &value, cas);
                     let mut want = b"xVALUE ".to_vec();

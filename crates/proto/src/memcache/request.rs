@@ -151,8 +151,67 @@ impl PartialEq for Keys<'_> {
 impl Eq for Keys<'_> {}
 
 /// The words of a line: runs of bytes between spaces (memcached splits on ' ' only).
-pub(crate) fn words(line: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
-    line.split(|&b| b == b' ').filter(|word| !word.is_empty())
+pub(crate) fn words(line: &[u8]) -> Words<'_> {
+    Words { line, pos: 0 }
+}
+
+/// The iterator of [`words`]: each word found by [`word_end`] (a multi-get's keys are split
+/// when planned and again when answered).
+pub(crate) struct Words<'a> {
+    line: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let line = self.line;
+        let mut pos = self.pos;
+        while pos < line.len() && line[pos] == b' ' {
+            pos += 1;
+        }
+        if pos == line.len() {
+            self.pos = pos;
+            return None;
+        }
+        let end = word_end(line, pos);
+        self.pos = end;
+        Some(&line[pos..end])
+    }
+}
+
+/// The position of the first space in `line` at or after `pos` (`line.len()` if none): eight
+/// bytes at a time while eight remain, a multi-get's keys being most of what a server parses
+/// (callgrind: a byte-by-byte scan cost about 5 instructions per byte).
+#[inline(always)]
+pub(crate) fn word_end(line: &[u8], pos: usize) -> usize {
+    find_byte(line, pos, b' ')
+}
+
+/// The position of the first `byte` in `line` at or after `pos` (`line.len()` if none), eight
+/// bytes at a time while eight remain.
+#[inline(always)]
+pub(crate) fn find_byte(line: &[u8], mut pos: usize, byte: u8) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let pattern = ONES * u64::from(byte);
+    while pos + 8 <= line.len() {
+        let w = u64::from_le_bytes(line[pos..pos + 8].try_into().expect("8 bytes"));
+        // The bytes equal to `byte` become zero; the lowest flagged byte is the first zero
+        // one (a borrow can only flag bytes above a zero byte, never below it).
+        let x = w ^ pattern;
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
+        if zero != 0 {
+            return pos + (zero.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while pos < line.len() && line[pos] != byte {
+        pos += 1;
+    }
+    pos
 }
 
 /// A parsed request. Semantics (what a negative exptime means, whether a key exists) are the

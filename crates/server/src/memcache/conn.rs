@@ -30,7 +30,8 @@
 
 use std::time::Instant;
 
-use directkv_proto::memcache::{parse_request, MemcacheLimits, Parse, Request};
+use directkv_engine::OpError;
+use directkv_proto::memcache::{parse_request, write_server_error, MemcacheLimits, Parse, Request};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -42,6 +43,9 @@ use crate::shard::ShardCtx;
 
 /// Requests in a connection's first batch (see `conn_output_bytes_max`).
 const FIRST_BATCH_REQUESTS: usize = 8;
+/// `flush_all` refused because the persistence log failed: the text of the other refused
+/// writes' `SERVER_ERROR` line (`exec::engine_error`).
+const NOT_LOGGED: OpError = OpError::NotLogged("see the server log");
 
 /// The user of memcached's ASCII login (Redis's default user).
 const USER: &[u8] = b"default";
@@ -307,8 +311,11 @@ async fn parse_batch(
                     Request::FlushAll { delay, noreply } => {
                         planner.run(ctx, out).await;
                         planner.tally().add(C::CmdFlush, 1);
-                        super::flush::flush_all(ctx, delay).await;
-                        if !noreply {
+                        if !super::flush::flush_all(ctx, delay).await {
+                            // A refused write: SERVER_ERROR whatever noreply says, as the
+                            // other refused writes (`exec::engine_error`).
+                            write_server_error(out, &NOT_LOGGED.to_string());
+                        } else if !noreply {
                             out.extend_from_slice(b"OK\r\n");
                         }
                     }

@@ -11,6 +11,10 @@
 //! memcached hides from then on (items written before that time); memcached also hides items
 //! written within the same second as the deadline. A timer lives in the process: a server
 //! stopped before it fires never flushes (memcached forgets it too on restart).
+//!
+//! Under a failed persistence log (`Store::is_failed`) a flush is a refused write, as FLUSHALL's
+//! MISCONF over RESP: `flush_all` answers false (the connection sends a `SERVER_ERROR` line),
+//! starts no timer, and a shard whose flush is refused keeps its items.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +30,11 @@ pub(crate) struct FlushTimer {
 }
 
 /// Runs `flush_all` with `delay` (an exptime: seconds, or a Unix time beyond 30 days).
-pub(crate) async fn flush_all(ctx: &ShardCtx, delay: Option<i32>) {
+/// False if the persistence log failed: nothing was flushed, or not on every shard.
+pub(crate) async fn flush_all(ctx: &ShardCtx, delay: Option<i32>) -> bool {
+    if ctx.store.as_ref().is_some_and(|st| st.is_failed()) {
+        return false;
+    }
     let stats: &Arc<ServerStats> = &ctx.stats;
     let generation = stats
         .memcache_flush
@@ -39,8 +47,8 @@ pub(crate) async fn flush_all(ctx: &ShardCtx, delay: Option<i32>) {
         _ => 0,
     };
     if at <= now {
-        ask_all(ctx, |reply| Job::Flush { reply }).await;
-        return;
+        let done = ask_all(ctx, |reply| Job::Flush { reply }).await;
+        return done.iter().all(|ok| *ok);
     }
     let peers = ctx.peers.clone();
     let stats = stats.clone();
@@ -61,4 +69,5 @@ pub(crate) async fn flush_all(ctx: &ShardCtx, delay: Option<i32>) {
         }
         tracing::debug!("memcached flush_all with a delay: flushed");
     });
+    true
 }

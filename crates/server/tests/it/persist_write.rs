@@ -14,6 +14,7 @@ use directkv_proto::resp::Reply;
 use directkv_server::{Server, ServerConfig};
 
 use crate::common::{self, Client};
+use crate::memcache_client::Mc;
 
 /// A directory of its own for one test, removed when dropped.
 struct TempDir(PathBuf);
@@ -222,6 +223,59 @@ fn a_failed_log_write_refuses_writes_with_misconf_and_serves_reads() {
     );
     assert_eq!(info(&mut c, "aof_last_write_status"), "ok");
     drop(c);
+    srv.stop();
+}
+
+/// The memcached side of a failed log: a set and a `flush_all` (at once, with a delay, with
+/// noreply) are refused with a `SERVER_ERROR` line, as FLUSHALL's MISCONF over RESP, and
+/// nothing is flushed; gets are served and the connection stays usable.
+#[test]
+fn a_failed_log_write_refuses_memcached_writes_and_flush_all_with_server_error() {
+    let dir = TempDir::new("enospc-memcache");
+    let cfg = config(&dir, 2, "everysec");
+    let fs = FaultFs::new(Some(Fault::FailWrite(40)));
+    let srv = start(cfg, Arc::new(fs));
+    let mut mc = Mc::connect(&srv);
+    let mut acked = Vec::new();
+    let mut refused = false;
+    for i in 0..100 {
+        let k = format!("w{i}");
+        match mc.cmd(&format!("set {k} 7 0 1\r\nv\r\n")).as_str() {
+            "STORED" => acked.push(k),
+            line => {
+                assert!(line.starts_with("SERVER_ERROR "), "{line}");
+                assert!(line.contains("persistence log failed"), "{line}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "a set was refused");
+    assert!(!acked.is_empty());
+    for request in [
+        "flush_all\r\n",
+        "flush_all 0\r\n",
+        "flush_all 1\r\n",
+        "flush_all noreply\r\n",
+    ] {
+        let line = mc.cmd(request);
+        assert!(line.starts_with("SERVER_ERROR "), "{request:?}: {line}");
+        assert!(line.contains("persistence log failed"), "{line}");
+    }
+    // Nothing was flushed: every acknowledged item is still there, on both shards, once the
+    // refused delayed flush's second has passed (time passing, not readiness, is waited for).
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    for k in &acked {
+        mc.expect(
+            &format!("get {k}\r\n"),
+            &[&format!("VALUE {k} 7 1"), "v", "END"],
+        );
+    }
+    mc.expect("version\r\n", &["VERSION 1.6.18"]);
+    let mut c = Client::connect(&srv);
+    assert_eq!(info(&mut c, "aof_last_write_status"), "err");
+    drop(c);
+    drop(mc);
     srv.stop();
 }
 
