@@ -9,6 +9,10 @@
 //!  run: dispatch::execute(plan) ──> for each Pending in order: render from plan.result(op)
 //! ```
 //!
+//! With one shard, the operations skip the plan's copy (`Ops`): gets and deletes reach the
+//! engine borrowing the request's bytes, the rest copied once, all in plan order, through
+//! `Plan::execute_direct` (the same door, the same batch as the plan would have run).
+//!
 //! What is answered comes from the engine's status alone (memcached's words): Ok, NotFound,
 //! NotStored, CasMismatch, and errors (out of memory: `SERVER_ERROR out of memory storing
 //! object`; a non-number for incr/decr: `CLIENT_ERROR cannot increment or decrement
@@ -30,6 +34,7 @@ use directkv_proto::memcache::{
 
 use super::meta;
 use super::stats::{Tally, C};
+use crate::shard::batch::OwnedBatch;
 use crate::shard::dispatch::{self, Plan};
 use crate::shard::ShardCtx;
 
@@ -169,9 +174,69 @@ enum Pending<'a> {
     ClientError(&'static str),
 }
 
+/// A planned operation on a server of one shard (`Ops`): as the request gave it, borrowing
+/// the input, or copied into `Batch::copies` (its arguments were made while planning).
+#[derive(Clone, Copy)]
+enum Planned<'a> {
+    Borrowed(Op<'a>),
+    Copied(usize),
+}
+
+/// Where the batch's operations go. With several shards, into the plan (copied into each
+/// shard's batch, to cross to its thread); with one, in order into `planned`, the gets as
+/// they are (their keys borrow the input, their arguments are static) and the others copied,
+/// and `run` hands the engine those without copying them again. A batch of gets, the common
+/// case at depth, copies nothing.
+struct Ops<'p, 'a> {
+    plan: &'p mut Plan,
+    copies: &'p mut OwnedBatch,
+    planned: &'p mut Vec<Planned<'a>>,
+}
+
+impl<'a> Ops<'_, 'a> {
+    fn direct(&self) -> bool {
+        self.plan.shards() == 1
+    }
+
+    /// Operations planned so far: the index the next one gets.
+    fn len(&self) -> usize {
+        if self.direct() {
+            self.planned.len()
+        } else {
+            self.plan.len()
+        }
+    }
+
+    /// Plans an operation whose bytes live as long as the input; returns its index.
+    #[inline]
+    fn borrowed(&mut self, op: Op<'a>) -> usize {
+        if !self.direct() {
+            return self.plan.op(&op);
+        }
+        self.planned.push(Planned::Borrowed(op));
+        self.planned.len() - 1
+    }
+
+    /// Plans an operation that borrows temporaries (copied); returns its index.
+    fn copied(&mut self, op: &Op<'_>) -> usize {
+        if !self.direct() {
+            return self.plan.op(op);
+        }
+        let i = self.copies.push(op);
+        self.planned.push(Planned::Copied(i));
+        self.planned.len() - 1
+    }
+}
+
 /// One connection's batch: the plan, what to answer, and the counts since the last batch.
 pub(crate) struct Batch {
-    pub(crate) plan: Plan,
+    plan: Plan,
+    /// With one shard: the copied operations of `Planned::Copied`.
+    copies: OwnedBatch,
+    /// With one shard: the operations in order. Empty between batches; its capacity is reused
+    /// (`recycle`), as `ops`' (the engine's view of them) and `pending`'s are.
+    planned: Vec<Planned<'static>>,
+    ops: Vec<Op<'static>>,
     /// Empty between batches; its capacity is reused (`recycle`).
     pending: Vec<Pending<'static>>,
     pub(crate) tally: Tally,
@@ -179,8 +244,9 @@ pub(crate) struct Batch {
     now_ms: u64,
 }
 
-/// Gives an empty vector's allocation a new lifetime (an in-place collect of no elements).
-fn recycle<'a, 'b>(v: Vec<Pending<'a>>) -> Vec<Pending<'b>> {
+/// Gives an empty vector's allocation a new lifetime (an in-place collect of no elements:
+/// `T` and `U` are one type but for a lifetime, so the allocation is kept).
+fn recycle<T, U>(v: Vec<T>) -> Vec<U> {
     debug_assert!(v.is_empty());
     v.into_iter().map(|_| unreachable!("empty")).collect()
 }
@@ -189,12 +255,16 @@ fn recycle<'a, 'b>(v: Vec<Pending<'a>>) -> Vec<Pending<'b>> {
 pub(crate) struct Planner<'b, 'a> {
     batch: &'b mut Batch,
     pending: Vec<Pending<'a>>,
+    planned: Vec<Planned<'a>>,
 }
 
 impl Batch {
     pub(crate) fn new(shards: usize) -> Batch {
         Batch {
             plan: Plan::new(shards),
+            copies: OwnedBatch::default(),
+            planned: Vec::new(),
+            ops: Vec::new(),
             pending: Vec::new(),
             tally: Tally::default(),
             now_ms: 0,
@@ -203,23 +273,33 @@ impl Batch {
 
     /// Bytes held, for `maxmemory_clients`.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        self.plan.capacity_bytes() + self.pending.capacity() * size_of::<Pending<'static>>()
+        self.plan.capacity_bytes()
+            + self.copies.capacity_bytes()
+            + self.planned.capacity() * size_of::<Planned<'static>>()
+            + self.ops.capacity() * size_of::<Op<'static>>()
+            + self.pending.capacity() * size_of::<Pending<'static>>()
     }
 
     /// Gives back all but `bytes` of the plan's buffers.
     pub(crate) fn release(&mut self, bytes: usize) {
         self.plan.release(bytes);
+        self.copies.release(bytes);
+        self.planned = Vec::new();
+        self.ops = Vec::new();
         self.pending = Vec::new();
     }
 
     /// Starts planning requests that borrow `'a` bytes.
     pub(crate) fn planner<'b, 'a>(&'b mut self) -> Planner<'b, 'a> {
         self.plan.clear();
+        self.copies.clear();
         self.now_ms = crate::shard::expiry::now_ms();
         let pending = recycle(std::mem::take(&mut self.pending));
+        let planned = recycle(std::mem::take(&mut self.planned));
         Planner {
             batch: self,
             pending,
+            planned,
         }
     }
 }
@@ -251,15 +331,25 @@ impl<'a> Planner<'_, 'a> {
 
     /// Plans an item request (not stats, flush_all, quit, version, verbosity: the caller's).
     pub(crate) fn request(&mut self, request: Request<'a>) {
-        let now = self.batch.now_ms;
-        let plan = &mut self.batch.plan;
-        let tally = &mut self.batch.tally;
+        let Batch {
+            plan,
+            copies,
+            tally,
+            now_ms: now,
+            ..
+        } = &mut *self.batch;
+        let now = *now;
+        let mut plan = Ops {
+            plan,
+            copies,
+            planned: &mut self.planned,
+        };
         let first = plan.len();
         let p = match request {
             Request::Get { keys, cas } => {
                 let want: &[u8] = if cas { &mc::WANT_CAS } else { &[] };
                 for key in keys.iter() {
-                    plan.op(&Op::mc_get(key, &[], want));
+                    plan.borrowed(Op::mc_get(key, &[], want));
                 }
                 tally.add(C::CmdGet, keys.len() as u64);
                 Pending::Get {
@@ -273,7 +363,7 @@ impl<'a> Planner<'_, 'a> {
                 let want: &[u8] = if cas { &mc::WANT_CAS } else { &[] };
                 let touch = mc::touch_arg(deadline(exptime, now));
                 for key in keys.iter() {
-                    plan.op(&Op::mc_get(key, &touch, want));
+                    plan.copied(&Op::mc_get(key, &touch, want));
                 }
                 tally.add(C::CmdTouch, keys.len() as u64);
                 tally.add(C::CmdGet, keys.len() as u64);
@@ -312,7 +402,7 @@ impl<'a> Planner<'_, 'a> {
                 Pending::Store {
                     mode,
                     noreply,
-                    op: plan.op(&Op::mc_store(key, value, &args)),
+                    op: plan.copied(&Op::mc_store(key, value, &args)),
                 }
             }
             Request::Arithmetic {
@@ -325,12 +415,12 @@ impl<'a> Planner<'_, 'a> {
                 Pending::Arith {
                     increment,
                     noreply,
-                    op: plan.op(&Op::mc_arith(key, &args)),
+                    op: plan.copied(&Op::mc_arith(key, &args)),
                 }
             }
             Request::Delete { key, noreply } => Pending::Delete {
                 noreply,
-                op: plan.op(&Op::mc_delete(key, &[])),
+                op: plan.borrowed(Op::mc_delete(key, &[])),
             },
             Request::Touch {
                 key,
@@ -341,7 +431,7 @@ impl<'a> Planner<'_, 'a> {
                 let d = mc::u64_arg(deadline(exptime, now));
                 Pending::Touch {
                     noreply,
-                    op: plan.op(&Op::mc_touch(key, &d)),
+                    op: plan.copied(&Op::mc_touch(key, &d)),
                 }
             }
             Request::MetaGet { key, flags } => {
@@ -354,8 +444,8 @@ impl<'a> Planner<'_, 'a> {
                 // `T` shows the TTL before the touch, so read it first (same key, same shard,
                 // in order).
                 let before = (touch.is_some() && t_before(flags, b'T'))
-                    .then(|| plan.op(&Op::mc_get(k, &[], &[])));
-                let op = plan.op(&Op::mc_get(k, touch.as_ref().map_or(&[], |t| &t[..]), want));
+                    .then(|| plan.copied(&Op::mc_get(k, &[], &[])));
+                let op = plan.copied(&Op::mc_get(k, touch.as_ref().map_or(&[], |t| &t[..]), want));
                 let vivify = flags.vivify_ttl.map(|_| {
                     // A created item takes the TTL of the later of `N` and `T`.
                     let ttl = created_ttl(flags).unwrap_or(0);
@@ -364,7 +454,7 @@ impl<'a> Planner<'_, 'a> {
                         ..StoreArgs::set(0, deadline(ttl, now))
                     }
                     .encode();
-                    plan.op(&Op::mc_store(k, &[], &args))
+                    plan.copied(&Op::mc_store(k, &[], &args))
                 });
                 Pending::MetaGet {
                     key,
@@ -399,7 +489,7 @@ impl<'a> Planner<'_, 'a> {
                 Pending::MetaSet {
                     key,
                     flags,
-                    op: plan.op(&Op::mc_store(k, value, &args)),
+                    op: plan.copied(&Op::mc_store(k, value, &args)),
                 }
             }
             Request::MetaDelete { key, flags } => {
@@ -409,7 +499,7 @@ impl<'a> Planner<'_, 'a> {
                 Pending::MetaDelete {
                     key,
                     flags,
-                    op: plan.op(&Op::mc_delete(k, cas.as_ref().map_or(&[], |c| &c[..]))),
+                    op: plan.copied(&Op::mc_delete(k, cas.as_ref().map_or(&[], |c| &c[..]))),
                 }
             }
             Request::MetaArithmetic { key, flags } => {
@@ -431,7 +521,7 @@ impl<'a> Planner<'_, 'a> {
                 Pending::MetaArith {
                     key,
                     flags,
-                    op: plan.op(&Op::mc_arith(k, &args)),
+                    op: plan.copied(&Op::mc_arith(k, &args)),
                 }
             }
             Request::MetaDebug { key } => {
@@ -441,7 +531,7 @@ impl<'a> Planner<'_, 'a> {
                 let k = key.decode(&mut buf);
                 Pending::MetaDebug {
                     key,
-                    op: plan.op(&Op::mc_get(k, &[], &[])),
+                    op: plan.copied(&Op::mc_get(k, &[], &[])),
                 }
             }
             Request::MetaNoop => Pending::Line(b"MN\r\n"),
@@ -464,7 +554,20 @@ impl<'a> Planner<'_, 'a> {
         if self.pending.is_empty() {
             return;
         }
-        if !self.batch.plan.is_empty() {
+        if !self.planned.is_empty() {
+            // One shard: the engine gets the operations as planned (`Ops`).
+            let Batch {
+                plan, copies, ops, ..
+            } = &mut *self.batch;
+            let mut run: Vec<Op<'_>> = recycle(std::mem::take(ops));
+            run.extend(self.planned.iter().map(|p| match *p {
+                Planned::Borrowed(op) => op,
+                Planned::Copied(i) => copies.op(i),
+            }));
+            plan.execute_direct(ctx, &run);
+            run.clear();
+            *ops = recycle(run);
+        } else if !self.batch.plan.is_empty() {
             dispatch::execute(ctx, &mut self.batch.plan).await;
         }
         let now = self.batch.now_ms;
@@ -474,12 +577,16 @@ impl<'a> Planner<'_, 'a> {
             render(&p, plan, now, tally, out);
         }
         self.batch.plan.clear();
+        self.batch.copies.clear();
+        self.planned.clear();
     }
 
-    /// Ends planning: the vector's allocation goes back to the batch.
+    /// Ends planning: the vectors' allocations go back to the batch.
     pub(crate) fn finish(mut self) {
         self.pending.clear();
+        self.planned.clear();
         self.batch.pending = recycle(std::mem::take(&mut self.pending));
+        self.batch.planned = recycle(std::mem::take(&mut self.planned));
     }
 }
 
@@ -700,6 +807,25 @@ mod tests {
             "{}",
             size_of::<Pending<'static>>()
         );
+    }
+
+    #[test]
+    fn the_engines_operation_list_keeps_its_allocation_between_batches() {
+        let mut v: Vec<Op<'static>> = Vec::with_capacity(64);
+        let ptr = v.as_ptr() as usize;
+        let key = b"k".to_vec();
+        let mut borrowed: Vec<Op<'_>> = recycle(std::mem::take(&mut v));
+        borrowed.push(Op::mc_get(&key, &[], &[]));
+        borrowed.clear();
+        let back: Vec<Op<'static>> = recycle(borrowed);
+        assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
+        let mut p: Vec<Planned<'static>> = Vec::with_capacity(64);
+        let ptr = p.as_ptr() as usize;
+        let mut borrowed: Vec<Planned<'_>> = recycle(std::mem::take(&mut p));
+        borrowed.push(Planned::Borrowed(Op::mc_get(&key, &[], &[])));
+        borrowed.clear();
+        let back: Vec<Planned<'static>> = recycle(borrowed);
+        assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
     }
 
     #[test]

@@ -99,6 +99,21 @@ impl OwnedBatch {
             })
             .collect()
     }
+
+    /// Operation `i` (as `push` returned it), borrowing this batch's bytes.
+    #[inline]
+    pub(crate) fn op(&self, i: usize) -> Op<'_> {
+        let o = &self.ops[i];
+        Op {
+            kind: o.kind,
+            key: &self.bytes[o.key.clone()],
+            arg: &self.bytes[o.arg.clone()],
+            arg2: &self.bytes[o.arg2.clone()],
+            func: o.func,
+            elem: o.elem,
+            no_return: o.no_return,
+        }
+    }
 }
 
 #[cfg(test)]

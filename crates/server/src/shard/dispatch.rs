@@ -108,6 +108,11 @@ impl Plan {
         self.locs.clear();
     }
 
+    /// The number of shards operations are planned over.
+    pub(crate) fn shards(&self) -> usize {
+        self.batches.len()
+    }
+
     /// Operations planned since the last `clear`.
     pub(crate) fn len(&self) -> usize {
         self.locs.len()
@@ -146,6 +151,25 @@ impl Plan {
         r.set_bytes_cap(self.results_cap);
         ctx.execute(&self.batches[s].ops(), &mut r);
         self.results[s] = Some(r);
+    }
+
+    /// Runs `ops`, whose keys all belong to shard `ctx.id` (the caller's), on its engine as
+    /// they are, instead of operations planned with `op`: a protocol whose operations borrow
+    /// its input (memcached's gets on one shard) skips copying them into the batch. The plan
+    /// must be empty; `result(i)` then answers `ops[i]` until the next `clear`.
+    pub(crate) fn execute_direct(&mut self, ctx: &ShardCtx, ops: &[Op<'_>]) {
+        debug_assert!(
+            self.is_empty(),
+            "operations planned with `op` would not run"
+        );
+        debug_assert!(ops.iter().all(|o| shard_of(o.key, self.shards()) == ctx.id));
+        let s = ctx.id;
+        let mut r = self.results[s].take().unwrap_or_default();
+        r.set_bytes_cap(self.results_cap);
+        ctx.execute(ops, &mut r);
+        self.results[s] = Some(r);
+        // Where `result` finds each answer, as if `op` had planned them.
+        self.locs.extend((0..ops.len()).map(|i| (s, i)));
     }
 
     /// Status and data of planned operation `op`, once its shard's batch ran.

@@ -293,6 +293,30 @@ fn random_sequences_match_memcached() {
     assert_none(&differences);
 }
 
+/// directkv with one shard against memcached: there a batch's gets reach the engine borrowing
+/// the request's bytes and its other operations copied, in one list (`memcache/exec.rs`,
+/// `Ops`), so pipelines that mix them must keep their order and answers. Other seeds than the
+/// two-shard test's, a third as many sequences.
+#[test]
+fn random_sequences_match_memcached_on_one_shard() {
+    let Some(memcached) = start_memcached() else {
+        return;
+    };
+    let directkv = crate::common::start(1);
+    let addr = directkv
+        .memcache_addr()
+        .expect("the test server serves memcached on an ephemeral port");
+    let seed = env_or("DKV_MC_SEED", 1_000_001);
+    let sequences = env_or("DKV_MC_SEQUENCES", (SEQUENCES / 3) as u64) as usize;
+    let differences = run(
+        ("directkv", addr),
+        ("memcached", memcached.addr),
+        seed,
+        sequences,
+    );
+    assert_none(&differences);
+}
+
 /// The harness itself: two memcacheds agree on every sequence, so a difference found against
 /// directkv is directkv's (the CAS and TTL normalisations forgive nothing else).
 #[test]
