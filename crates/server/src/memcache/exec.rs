@@ -174,23 +174,18 @@ enum Pending<'a> {
     ClientError(&'static str),
 }
 
-/// A planned operation on a server of one shard (`Ops`): as the request gave it, borrowing
-/// the input, or copied into `Batch::copies` (its arguments were made while planning).
-#[derive(Clone, Copy)]
-enum Planned<'a> {
-    Borrowed(Op<'a>),
-    Copied(usize),
-}
-
 /// Where the batch's operations go. With several shards, into the plan (copied into each
-/// shard's batch, to cross to its thread); with one, in order into `planned`, the gets as
-/// they are (their keys borrow the input, their arguments are static) and the others copied,
-/// and `run` hands the engine those without copying them again. A batch of gets, the common
-/// case at depth, copies nothing.
+/// shard's batch, to cross to its thread). With one, in order into `planned`, which `run`
+/// hands the engine as it is: the gets and deletes as the request gave them (their keys
+/// borrow the input, their arguments are static), the others copied into `copies` (their
+/// arguments were made while planning) and held by a placeholder that `run` replaces with
+/// the copy (`fixups`: place in `planned`, index in `copies`). A batch of gets, the common
+/// case at depth, is neither copied nor converted.
 struct Ops<'p, 'a> {
     plan: &'p mut Plan,
     copies: &'p mut OwnedBatch,
-    planned: &'p mut Vec<Planned<'a>>,
+    fixups: &'p mut Vec<(usize, usize)>,
+    planned: &'p mut Vec<Op<'a>>,
 }
 
 impl<'a> Ops<'_, 'a> {
@@ -213,7 +208,7 @@ impl<'a> Ops<'_, 'a> {
         if !self.direct() {
             return self.plan.op(&op);
         }
-        self.planned.push(Planned::Borrowed(op));
+        self.planned.push(op);
         self.planned.len() - 1
     }
 
@@ -223,7 +218,16 @@ impl<'a> Ops<'_, 'a> {
             return self.plan.op(op);
         }
         let i = self.copies.push(op);
-        self.planned.push(Planned::Copied(i));
+        self.fixups.push((self.planned.len(), i));
+        self.planned.push(Op {
+            kind: op.kind,
+            key: &[],
+            arg: &[],
+            arg2: &[],
+            func: op.func,
+            elem: op.elem,
+            no_return: op.no_return,
+        });
         self.planned.len() - 1
     }
 }
@@ -231,12 +235,12 @@ impl<'a> Ops<'_, 'a> {
 /// One connection's batch: the plan, what to answer, and the counts since the last batch.
 pub(crate) struct Batch {
     plan: Plan,
-    /// With one shard: the copied operations of `Planned::Copied`.
+    /// With one shard (`Ops`): the copied operations, and where they go in `planned`.
     copies: OwnedBatch,
+    fixups: Vec<(usize, usize)>,
     /// With one shard: the operations in order. Empty between batches; its capacity is reused
-    /// (`recycle`), as `ops`' (the engine's view of them) and `pending`'s are.
-    planned: Vec<Planned<'static>>,
-    ops: Vec<Op<'static>>,
+    /// (`recycle`), as `pending`'s is.
+    planned: Vec<Op<'static>>,
     /// Empty between batches; its capacity is reused (`recycle`).
     pending: Vec<Pending<'static>>,
     pub(crate) tally: Tally,
@@ -255,7 +259,7 @@ fn recycle<T, U>(v: Vec<T>) -> Vec<U> {
 pub(crate) struct Planner<'b, 'a> {
     batch: &'b mut Batch,
     pending: Vec<Pending<'a>>,
-    planned: Vec<Planned<'a>>,
+    planned: Vec<Op<'a>>,
 }
 
 impl Batch {
@@ -263,8 +267,8 @@ impl Batch {
         Batch {
             plan: Plan::new(shards),
             copies: OwnedBatch::default(),
+            fixups: Vec::new(),
             planned: Vec::new(),
-            ops: Vec::new(),
             pending: Vec::new(),
             tally: Tally::default(),
             now_ms: 0,
@@ -275,8 +279,8 @@ impl Batch {
     pub(crate) fn capacity_bytes(&self) -> usize {
         self.plan.capacity_bytes()
             + self.copies.capacity_bytes()
-            + self.planned.capacity() * size_of::<Planned<'static>>()
-            + self.ops.capacity() * size_of::<Op<'static>>()
+            + self.fixups.capacity() * size_of::<(usize, usize)>()
+            + self.planned.capacity() * size_of::<Op<'static>>()
             + self.pending.capacity() * size_of::<Pending<'static>>()
     }
 
@@ -284,8 +288,8 @@ impl Batch {
     pub(crate) fn release(&mut self, bytes: usize) {
         self.plan.release(bytes);
         self.copies.release(bytes);
+        self.fixups = Vec::new();
         self.planned = Vec::new();
-        self.ops = Vec::new();
         self.pending = Vec::new();
     }
 
@@ -293,6 +297,7 @@ impl Batch {
     pub(crate) fn planner<'b, 'a>(&'b mut self) -> Planner<'b, 'a> {
         self.plan.clear();
         self.copies.clear();
+        self.fixups.clear();
         self.now_ms = crate::shard::expiry::now_ms();
         let pending = recycle(std::mem::take(&mut self.pending));
         let planned = recycle(std::mem::take(&mut self.planned));
@@ -334,6 +339,7 @@ impl<'a> Planner<'_, 'a> {
         let Batch {
             plan,
             copies,
+            fixups,
             tally,
             now_ms: now,
             ..
@@ -342,6 +348,7 @@ impl<'a> Planner<'_, 'a> {
         let mut plan = Ops {
             plan,
             copies,
+            fixups,
             planned: &mut self.planned,
         };
         let first = plan.len();
@@ -557,16 +564,18 @@ impl<'a> Planner<'_, 'a> {
         if !self.planned.is_empty() {
             // One shard: the engine gets the operations as planned (`Ops`).
             let Batch {
-                plan, copies, ops, ..
+                plan,
+                copies,
+                fixups,
+                ..
             } = &mut *self.batch;
-            let mut run: Vec<Op<'_>> = recycle(std::mem::take(ops));
-            run.extend(self.planned.iter().map(|p| match *p {
-                Planned::Borrowed(op) => op,
-                Planned::Copied(i) => copies.op(i),
-            }));
+            let mut run: Vec<Op<'_>> = std::mem::take(&mut self.planned);
+            for &(at, i) in fixups.iter() {
+                run[at] = copies.op(i);
+            }
             plan.execute_direct(ctx, &run);
             run.clear();
-            *ops = recycle(run);
+            self.planned = recycle(run);
         } else if !self.batch.plan.is_empty() {
             dispatch::execute(ctx, &mut self.batch.plan).await;
         }
@@ -578,6 +587,7 @@ impl<'a> Planner<'_, 'a> {
         }
         self.batch.plan.clear();
         self.batch.copies.clear();
+        self.batch.fixups.clear();
         self.planned.clear();
     }
 
@@ -818,13 +828,6 @@ mod tests {
         borrowed.push(Op::mc_get(&key, &[], &[]));
         borrowed.clear();
         let back: Vec<Op<'static>> = recycle(borrowed);
-        assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
-        let mut p: Vec<Planned<'static>> = Vec::with_capacity(64);
-        let ptr = p.as_ptr() as usize;
-        let mut borrowed: Vec<Planned<'_>> = recycle(std::mem::take(&mut p));
-        borrowed.push(Planned::Borrowed(Op::mc_get(&key, &[], &[])));
-        borrowed.clear();
-        let back: Vec<Planned<'static>> = recycle(borrowed);
         assert_eq!((back.as_ptr() as usize, back.capacity()), (ptr, 64));
     }
 
