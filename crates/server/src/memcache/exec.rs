@@ -561,34 +561,33 @@ impl<'a> Planner<'_, 'a> {
         if self.pending.is_empty() {
             return;
         }
-        if !self.planned.is_empty() {
-            // One shard: the engine gets the operations as planned (`Ops`).
-            let Batch {
-                plan,
-                copies,
-                fixups,
-                ..
-            } = &mut *self.batch;
-            let mut run: Vec<Op<'_>> = std::mem::take(&mut self.planned);
+        let Batch {
+            plan,
+            copies,
+            fixups,
+            tally,
+            now_ms,
+            ..
+        } = &mut *self.batch;
+        // One shard: the engine gets the operations as planned (`Ops`), and the answers take
+        // their keys from them (no second split of a multi-get's line).
+        let mut run: Vec<Op<'_>> = std::mem::take(&mut self.planned);
+        if !run.is_empty() {
             for &(at, i) in fixups.iter() {
                 run[at] = copies.op(i);
             }
             plan.execute_direct(ctx, &run);
-            run.clear();
-            self.planned = recycle(run);
-        } else if !self.batch.plan.is_empty() {
-            dispatch::execute(ctx, &mut self.batch.plan).await;
+        } else if !plan.is_empty() {
+            dispatch::execute(ctx, plan).await;
         }
-        let now = self.batch.now_ms;
-        let plan = &self.batch.plan;
-        let tally = &mut self.batch.tally;
         for p in self.pending.drain(..) {
-            render(&p, plan, now, tally, out);
+            render(&p, plan, &run, *now_ms, tally, out);
         }
-        self.batch.plan.clear();
-        self.batch.copies.clear();
-        self.batch.fixups.clear();
-        self.planned.clear();
+        run.clear();
+        self.planned = recycle(run);
+        plan.clear();
+        copies.clear();
+        fixups.clear();
     }
 
     /// Ends planning: the vectors' allocations go back to the batch.
@@ -667,7 +666,16 @@ pub(super) fn u64_at(data: &[u8], at: usize) -> u64 {
         .map_or(0, u64::from_le_bytes)
 }
 
-fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut Vec<u8>) {
+/// Appends the answer of `p`. `ops`: the operations as the engine ran them with one shard
+/// (`Ops`; empty with several), where a get's keys are found without splitting its line again.
+fn render(
+    p: &Pending<'_>,
+    plan: &Plan,
+    ops: &[Op<'_>],
+    now: u64,
+    tally: &mut Tally,
+    out: &mut Vec<u8>,
+) {
     match *p {
         Pending::Line(line) => out.extend_from_slice(line),
         Pending::Error(e) => write_error(out, e),
@@ -683,7 +691,12 @@ fn render(p: &Pending<'_>, plan: &Plan, now: u64, tally: &mut Tally, out: &mut V
             } else {
                 (C::GetHits, C::GetMisses)
             };
-            for (i, key) in keys.iter().enumerate() {
+            let mut words = keys.iter();
+            for i in 0..keys.len() {
+                let key = match ops.get(first + i) {
+                    Some(op) => op.key,
+                    None => words.next().unwrap_or_default(),
+                };
                 match plan.result(first + i) {
                     (Status::Ok, data) => {
                         let (value, meta) =
