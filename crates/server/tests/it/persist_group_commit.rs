@@ -209,9 +209,11 @@ fn a_round_waits_for_the_connection_the_last_one_answered() {
     assert_eq!(b.read(), common::ok());
     let rounds = metric(&srv, "directkv_aof_sync_rounds_total") - rounds0;
     let timeouts = metric(&srv, "directkv_aof_group_commit_timeouts_total");
-    assert!(metric(&srv, "directkv_aof_group_commit_waits_total") >= 1);
     // Two rounds for three writes, unless the delay ran out before A came back (then B went
-    // alone and A's second write took a third round).
+    // alone and A's second write took a third round). Round 2 usually waits for A
+    // (`group_commit_waits` >= 1), but on a loaded machine A's second write can arrive before
+    // the sync thread looks, and then it has nothing to wait for: the rounds are what tell.
+    // Without the delay (main before it) round 2 took B alone: three rounds, no timeout.
     assert!(
         (rounds == 2 && timeouts == 0) || (rounds == 3 && timeouts == 1),
         "{rounds} rounds, {timeouts} timeouts"
