@@ -263,6 +263,29 @@ impl LogWriter {
         ))
     }
 
+    /// [`LogWriter::create`] without its fdatasync and directory fsync: the file exists with
+    /// its header written, not yet durable. For a caller that must not wait for the disk (a
+    /// shard rotating its log for a snapshot): it makes the file durable later, through a
+    /// `sync_handle` and `Fs::sync_dir`, before any manifest names it.
+    pub fn create_unsynced(
+        fs: &dyn Fs,
+        path: &Path,
+        header: LogHeader,
+        limits: LogLimits,
+    ) -> Result<LogWriter, LogError> {
+        limits.check()?;
+        assert!(header.first_lsn > 0, "lsns start at 1");
+        let mut file = fs.create_new(path).map_err(io_err(path, "create"))?;
+        write_all(&mut *file, &header.encode()).map_err(|(_, e)| io_err(path, "write")(e))?;
+        Ok(LogWriter::at(
+            path,
+            file,
+            limits,
+            header.first_lsn,
+            LOG_HEADER_BYTES as u64,
+        ))
+    }
+
     /// Opens an existing log to append to it: scans it, truncates a torn tail, refuses
     /// corruption, and syncs what it found so nothing appended later is durable before it.
     pub fn open(
@@ -713,6 +736,25 @@ pub fn scan(
         file_bytes: len,
         end,
     })
+}
+
+/// The header of the log at `path` alone (recovery's look at a log the manifest does not
+/// name). Errors: the file cannot be read, or its header is short or damaged.
+pub fn read_header(fs: &dyn Fs, path: &Path) -> Result<LogHeader, LogError> {
+    let file = fs.open_read(path).map_err(io_err(path, "open"))?;
+    let mut h = [0u8; LOG_HEADER_BYTES];
+    let got = file.read_at(&mut h, 0).map_err(io_err(path, "read"))?;
+    let corrupt = |reason: String| LogError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    if got < LOG_HEADER_BYTES {
+        return Err(corrupt(format!(
+            "{got} bytes, shorter than the log header ({LOG_HEADER_BYTES})"
+        )));
+    }
+    LogHeader::decode(&h).map_err(corrupt)
 }
 
 /// [`scan`] for recovery: corruption is an error naming the file and offset.

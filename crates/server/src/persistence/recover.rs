@@ -154,12 +154,75 @@ pub(crate) fn open(cfg: &ServerConfig, fs: Arc<dyn Fs>) -> Result<Opened, String
     let stored = manifest::load(&*fs, dir).map_err(|e| format!("{e}{}", hint(dir, false)))?;
     let mut opened = match stored {
         None => create(cfg, &*fs, lock)?,
-        Some(m) => recover(cfg, fs.clone(), m, lock)?,
+        Some(m) => {
+            let m = adopt_rotations(&*fs, dir, m)?;
+            recover(cfg, fs.clone(), m, lock)?
+        }
     };
     opened.summary.removed = remove_leftovers(&*fs, dir, &opened.manifest)?;
     opened.summary.elapsed = start.elapsed();
     report(dir, &opened.summary);
     Ok(opened)
+}
+
+/// Names the logs of snapshot rotations that a crash cut before their manifest was stored.
+/// A shard rotating its log for a snapshot writes to the new log at once and leaves the
+/// waits for the disk, the manifest naming it included, to the sync thread
+/// (`Store::complete_rotation`); records the shard wrote there meanwhile were acknowledged
+/// under `everysec` and `no`. Such a log is a file `log-i-G` the manifest does not name,
+/// after the shard's last named log in name order, whose header is shard i's and whose
+/// first Lsn is the one after the last good record of that log: then it continues the
+/// chain, and is added to it (the newest such file, synced, then a manifest naming it
+/// stored). Any other unnamed log stays a leftover (`remove_leftovers`).
+fn adopt_rotations(fs: &dyn Fs, dir: &Path, mut m: Manifest) -> Result<Manifest, String> {
+    let names = dir_names(dir)?;
+    let mut adopted = Vec::new();
+    for (shard, files) in m.shards.iter_mut().enumerate() {
+        let Some(last) = files.logs.last().cloned() else {
+            continue;
+        };
+        // `log-SSSS-GGGGGGGGGG.dkvl`: of one shard, the same length, in generation order.
+        let own = manifest::log_file_name(shard, 0);
+        let prefix = &own[..own.len() - "0000000000.dkvl".len()];
+        let ours = |n: &str| n.starts_with(prefix) && n.len() == own.len() && n.ends_with(".dkvl");
+        if !ours(&last) {
+            continue;
+        }
+        let later: Vec<&String> = names
+            .iter()
+            .filter(|n| ours(n) && n.as_str() > last.as_str())
+            .collect();
+        if later.is_empty() {
+            continue;
+        }
+        // Where the named chain ends (errors are the load's to report).
+        let Ok(end) = log::scan(fs, &dir.join(&last), super::log_limits(), |_, _| Ok(())) else {
+            continue;
+        };
+        let found = later.into_iter().rev().find(|name| {
+            matches!(log::read_header(fs, &dir.join(name)),
+                Ok(h) if h.shard as usize == shard && h.first_lsn == end.next_lsn)
+        });
+        if let Some(name) = found {
+            let path = dir.join(name);
+            fs.open_read(&path)
+                .and_then(|mut f| f.sync_data())
+                .map_err(|e| format!("{}: fdatasync: {e}", path.display()))?;
+            files.logs.push(name.clone());
+            adopted.push(name.clone());
+        }
+    }
+    if adopted.is_empty() {
+        return Ok(m);
+    }
+    m.generation += 1;
+    manifest::store(fs, dir, &m).map_err(|e| format!("{e}{}", hint(dir, false)))?;
+    tracing::warn!(
+        dir = %dir.display(),
+        logs = ?adopted,
+        "a snapshot's log rotation was cut by a crash before its manifest was stored: its new log continues the chain and is now named"
+    );
+    Ok(m)
 }
 
 /// The loading engine's configuration: the serving one with eviction off (evictions are in
