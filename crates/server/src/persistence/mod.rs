@@ -8,6 +8,8 @@
 //!                                             (written_lsn[i])                         │
 //!   sync thread:  each second (everysec), or when a reply waits (always):  fdatasync ──┘
 //!                                             (durable_lsn[i], round done)
+//!                 first in a round, a snapshot's log rotation: the old log synced whole,
+//!                 the new one's header, the manifest naming it (`Store::complete_rotation`)
 //!   a connection's replies (accept::flush): Store::durable().await first under `always`
 //! ```
 //!

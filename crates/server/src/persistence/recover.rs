@@ -7,12 +7,16 @@
 //!     create dir; DirLock (a second server on the dir is refused, naming the holder's pid)
 //!     no MANIFEST  -> a new store: cfg.shard_count() logs (first Lsn 1, durable), then the
 //!                     MANIFEST of generation 1 naming them
-//!     MANIFEST     -> loaded at the shard count it holds (see "Shard count" below):
+//!     MANIFEST     -> a snapshot's new log a crash left unnamed, continuing its shard's
+//!                     chain, is named first (`adopt_rotations`)
+//!                     loaded at the shard count it holds (see "Shard count" below):
 //!                     thread per shard ──> engine (eviction off while loading)
 //!                        ├ snapshot header: its Lsn S
 //!                        ├ logs of the chain, in order: records <= S skipped; before the
 //!                        │   first record > S the snapshot is loaded (at min(now, its now));
 //!                        │   each record replayed at its own `now` with its CAS counter
+//!                        │   (a record of plain puts stored as a snapshot's entries are);
+//!                        │   the file read and checked on a thread of its own (scan_ahead)
 //!                        └ the last log: a torn tail cut (LogWriter::resume) and reported
 //!                     main thread: a progress line each second, then the summary
 //!                     --shards N other than the stored count: reshard, new snapshots
@@ -1728,11 +1732,14 @@ mod tests {
                 },
                 &d.0,
             );
-            let (mut secs, mut cpus) = (vec![], vec![]);
+            let (mut secs, mut cpus, mut procs) = (vec![], vec![], vec![]);
+            let proc_cpu = || directkv_sys::process::cpu_us(std::process::id()).unwrap_or(0);
             for _ in 0..3 {
                 let t = Instant::now();
+                let cpu0 = proc_cpu();
                 let o = open(&c, fs()).unwrap();
                 secs.push(t.elapsed().as_secs_f64());
+                procs.push((proc_cpu() - cpu0) as f64 / 1e6);
                 assert_eq!(o.summary.keys(), per_shard * shards as u64);
                 let cpu = o.summary.shards.iter().map(|s| s.cpu.as_secs_f64());
                 cpus.push(cpu.fold(0.0, f64::max));
@@ -1740,12 +1747,13 @@ mod tests {
             }
             secs.sort_by(|a, b| a.partial_cmp(b).unwrap());
             cpus.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            procs.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let bytes: u64 = std::fs::read_dir(&d.0)
                 .unwrap()
                 .map(|e| e.unwrap().metadata().unwrap().len())
                 .sum();
             println!(
-                "restart: {shards} shard(s), {} keys from {}: {:.3} s median ({:.3} .. {:.3}), {:.2} M keys/s, {:.2} M keys/s per shard; per CPU second of the slowest shard: {:.2} M keys ({:.3} s); {:.1} MB of files",
+                "restart: {shards} shard(s), {} keys from {}: {:.3} s median ({:.3} .. {:.3}), {:.2} M keys/s, {:.2} M keys/s per shard; per CPU second of the slowest shard: {:.2} M keys ({:.3} s); process CPU {:.2} s ({:.2} M keys per CPU second, log-reading threads included, 10 ms ticks); {:.1} MB of files",
                 per_shard * shards as u64,
                 if snapshot { "a snapshot" } else { "a log" },
                 secs[1],
@@ -1755,6 +1763,8 @@ mod tests {
                 per_shard as f64 / secs[1] / 1e6,
                 per_shard as f64 / cpus[1] / 1e6,
                 cpus[1],
+                procs[1],
+                (per_shard * shards as u64) as f64 / procs[1].max(1e-3) / 1e6,
                 bytes as f64 / 1e6
             );
         }

@@ -3,31 +3,42 @@
 //!
 //! ```text
 //!   shard i, between two batches (one instant: no record is written in between):
-//!     rotate   manifest lock: generation g+1, create log-i-(g+1) (first Lsn = next Lsn),
-//!              MANIFEST: shard i = old snapshot + old logs + new log   (durable first)
-//!              sync the old log whole, swap the writer, the sync thread syncs the new one
+//!     rotate   create log-i-(g+1) (first Lsn = next Lsn, g the manifest's generation),
+//!              header written, no wait for the disk; swap the writer; hand the sync thread
+//!              the rotation (`Store::rotate`), which it completes in its next round, asked
+//!              for at once, before it counts any record of the new log durable:
+//!                sync the old log whole, sync the new log's header,
+//!                MANIFEST: shard i = old snapshot + old logs + new log   (durable)
 //!     begin    ImageWriter::begin: snap-i-(g+1), header Lsn = the old log's last record
 //!   then a step at a time, yielding between steps (the shard keeps serving; the engine
 //!   copies a bucket before its first write, so the image stays the store at `begin`):
 //!     step     ImageWriter::step(engine, SNAPSHOT_STEP_BUCKETS)
 //!   at the end:
 //!     finish   last block, trailer, fdatasync, directory fsync
+//!              the rotation completed first if the sync thread has not done it yet
 //!     commit   manifest lock: MANIFEST: shard i = new snapshot + new log only  (durable)
 //!     remove   the old snapshot and the old logs
 //! ```
 //!
 //! **Crashes.** Each step leaves a directory that recovery (`recover.rs`) loads to the same
-//! store: before the rotation's manifest rename, the old manifest names the old files (a new
-//! log not yet named is a leftover recovery removes); between the rotation and the commit,
+//! store: before the rotation's manifest rename, the old manifest names the old files, and
+//! the new log, which may hold records acknowledged under `everysec` or `no` (written, not
+//! yet durable), continues the shard's chain: recovery adopts it (names it, then loads it);
+//! a power loss in that window loses at most what `everysec` may (the rotation's round
+//! comes at once), and under `always` no reply of a record in the new log leaves before the
+//! round that named it; between the rotation and the commit,
 //! the old files plus the new log (records continue from the old log's last); after the
 //! commit, the new snapshot (which includes every record of the old logs) and the new log.
 //! A half-written snapshot is never named. The test `crash_at_every_step_loads_the_same_keys`
-//! crashes at every file operation of a snapshot.
+//! crashes at every file operation of a snapshot, and
+//! `crash_at_every_step_with_the_rotation_completed_between_batches` with the rotation's
+//! steps between two batches, as the sync thread takes them.
 //!
 //! **Failures.** An error writing the image aborts it (the engine stops copying), removes the
 //! partial file and keeps the old files: the store is as before, with one more log in its
 //! chain. An error storing a manifest after its rename may leave either manifest in place,
-//! and a log that cannot be synced may have lost records, so those fail the store as a log
+//! and a log that cannot be synced may have lost records, and an error completing a rotation
+//! leaves a new log that records went to unnamed, so those fail the store as a log
 //! failure does (writes refused with MISCONF, reads served). FLUSHALL replaces the engine
 //! during a snapshot: the snapshot is given up (the flush's record is in the new log, so the
 //! old files stay right) and reported as failed.
