@@ -181,40 +181,13 @@ pub(crate) fn open(cfg: &ServerConfig, fs: Arc<dyn Fs>) -> Result<Opened, String
 fn adopt_rotations(fs: &dyn Fs, dir: &Path, mut m: Manifest) -> Result<Manifest, String> {
     let names = dir_names(dir)?;
     let mut adopted = Vec::new();
-    for (shard, files) in m.shards.iter_mut().enumerate() {
-        let Some(last) = files.logs.last().cloned() else {
-            continue;
-        };
-        // `log-SSSS-GGGGGGGGGG.dkvl`: of one shard, the same length, in generation order.
-        let own = manifest::log_file_name(shard, 0);
-        let prefix = &own[..own.len() - "0000000000.dkvl".len()];
-        let ours = |n: &str| n.starts_with(prefix) && n.len() == own.len() && n.ends_with(".dkvl");
-        if !ours(&last) {
-            continue;
-        }
-        let later: Vec<&String> = names
-            .iter()
-            .filter(|n| ours(n) && n.as_str() > last.as_str())
-            .collect();
-        if later.is_empty() {
-            continue;
-        }
-        // Where the named chain ends (errors are the load's to report).
-        let Ok(end) = log::scan(fs, &dir.join(&last), super::log_limits(), |_, _| Ok(())) else {
-            continue;
-        };
-        let found = later.into_iter().rev().find(|name| {
-            matches!(log::read_header(fs, &dir.join(name)),
-                Ok(h) if h.shard as usize == shard && h.first_lsn == end.next_lsn)
-        });
-        if let Some(name) = found {
-            let path = dir.join(name);
-            fs.open_read(&path)
-                .and_then(|mut f| f.sync_data())
-                .map_err(|e| format!("{}: fdatasync: {e}", path.display()))?;
-            files.logs.push(name.clone());
-            adopted.push(name.clone());
-        }
+    for (shard, name) in manifest::unnamed_rotations(fs, dir, &m, &names, super::log_limits()) {
+        let path = dir.join(&name);
+        fs.open_read(&path)
+            .and_then(|mut f| f.sync_data())
+            .map_err(|e| format!("{}: fdatasync: {e}", path.display()))?;
+        m.shards[shard].logs.push(name.clone());
+        adopted.push(name);
     }
     if adopted.is_empty() {
         return Ok(m);

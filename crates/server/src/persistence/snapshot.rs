@@ -837,6 +837,21 @@ mod tests {
             log_limits(),
         )
         .unwrap();
+        // `directkv check` says which unnamed log recovery adopts, and which is a leftover.
+        let report = directkv_persist::check::check_dir(&dir.0, false).unwrap();
+        let text = report.render();
+        let new_log = manifest::log_file_name(0, 2);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&new_log) && l.contains("recovery adds to the chain")),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&stray) && l.contains("a leftover")),
+            "{text}"
+        );
+        assert!(report.healthy(), "{text}");
         check(
             &dir.0,
             &model,
