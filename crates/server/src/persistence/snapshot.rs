@@ -322,6 +322,9 @@ pub(crate) fn begin(
     store
         .complete_rotation(shard)
         .map_err(|e| SnapshotFailed(format!("the last log rotation: {e}")))?;
+    // Records are written out before `execute` returns (`ShardLog::record`): the old log
+    // holds every one, and what the rotation syncs of it is all of them.
+    debug_assert_eq!(log.writer.pending_bytes(), 0, "a rotation between batches");
     let first_lsn = log.writer.next_lsn();
     // Names of generation g+1, g the manifest's: unique for this shard, whose last rotation
     // is named (stored at g or before).
@@ -340,10 +343,9 @@ pub(crate) fn begin(
     // Created and its header written without waiting for the disk: the waits (the old log
     // synced whole, the new one's header, the manifest naming it) are the sync thread's,
     // done before any record of the new log counts as durable (`Store::complete_rotation`).
-    let writer = LogWriter::create_unsynced(fs, &path, header, log_limits()).map_err(|e| {
-        remove_partial(&store, &path);
-        SnapshotFailed(format!("creating the new log: {e}"))
-    })?;
+    // (A file left half made is named by no manifest: recovery removes it.)
+    let writer = LogWriter::create_unsynced(fs, &path, header, log_limits())
+        .map_err(|e| SnapshotFailed(format!("creating the new log: {e}")))?;
     let handles = (|| {
         Ok::<_, directkv_persist::log::LogError>((
             log.writer.sync_handle()?,
