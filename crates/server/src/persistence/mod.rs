@@ -99,8 +99,12 @@ struct ShardSync {
     /// The last Lsn the sync thread made durable.
     durable: AtomicU64,
     /// A handle on the shard's current log file (`LogWriter::sync_handle`), swapped when a
-    /// snapshot starts a new log, and that rotation until it is durable.
+    /// snapshot starts a new log, and that rotation until it is durable. Held by the sync
+    /// thread while it waits for the disk.
     file: Mutex<SyncFile>,
+    /// A rotation handed over by the shard (`Store::rotate`) and not yet taken into `file`:
+    /// a lock held for a moment only, so the shard never waits for an fdatasync in progress.
+    incoming: Mutex<Option<(Box<dyn FsFile>, Rotation)>>,
 }
 
 /// What the sync thread syncs for one shard.
@@ -181,6 +185,7 @@ impl Store {
                     current: Some(file),
                     rotation: None,
                 }),
+                incoming: Mutex::new(None),
             });
         }
         let (done_tx, _) = watch::channel((0, false));
@@ -317,13 +322,26 @@ impl Store {
     /// waits for the disk.
     pub(crate) fn rotate(&self, shard: usize, current: Box<dyn FsFile>, rotation: Rotation) {
         let s = &self.shards[shard];
+        let mut incoming = s.incoming.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(incoming.is_none(), "one rotation at a time per shard");
+        *incoming = Some((current, rotation));
+        drop(incoming);
+        self.ask_round();
+    }
+
+    /// Locks shard `shard`'s sync state with its incoming rotation taken in. Until it is, the
+    /// sync thread syncs the old file, which holds every record written before the rotation.
+    fn sync_file(&self, shard: usize) -> std::sync::MutexGuard<'_, SyncFile> {
+        let s = &self.shards[shard];
+        let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((current, rotation)) =
+            s.incoming.lock().unwrap_or_else(|e| e.into_inner()).take()
         {
-            let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
             debug_assert!(f.rotation.is_none(), "one rotation at a time per shard");
             f.current = Some(current);
             f.rotation = Some(rotation);
         }
-        self.ask_round();
+        f
     }
 
     /// Makes shard `shard`'s pending rotation durable, if it has one: the old log synced
@@ -335,10 +353,7 @@ impl Store {
     /// Err: a step failed, which fails the store (records of the new log may have been
     /// acknowledged under `everysec` or `no`, and the manifest may not name it).
     pub(crate) fn complete_rotation(&self, shard: usize) -> Result<(), String> {
-        let mut f = self.shards[shard]
-            .file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut f = self.sync_file(shard);
         self.complete_locked(shard, &mut f)
     }
 
@@ -378,7 +393,7 @@ impl Store {
     fn sync_all(&self) -> bool {
         for (shard, s) in self.shards.iter().enumerate() {
             let written = s.written.load(Ordering::Acquire);
-            let mut file = s.file.lock().unwrap_or_else(|e| e.into_inner());
+            let mut file = self.sync_file(shard);
             if file.rotation.is_some() && self.complete_locked(shard, &mut file).is_err() {
                 return false;
             }
