@@ -105,6 +105,8 @@ struct ShardSync {
     /// A rotation handed over by the shard (`Store::rotate`) and not yet taken into `file`:
     /// a lock held for a moment only, so the shard never waits for an fdatasync in progress.
     incoming: Mutex<Option<(Box<dyn FsFile>, Rotation)>>,
+    /// A rotation handed over and not yet completed (read without taking `file`).
+    rotating: AtomicBool,
 }
 
 /// What the sync thread syncs for one shard.
@@ -186,6 +188,7 @@ impl Store {
                     rotation: None,
                 }),
                 incoming: Mutex::new(None),
+                rotating: AtomicBool::new(false),
             });
         }
         let (done_tx, _) = watch::channel((0, false));
@@ -325,6 +328,7 @@ impl Store {
         let mut incoming = s.incoming.lock().unwrap_or_else(|e| e.into_inner());
         debug_assert!(incoming.is_none(), "one rotation at a time per shard");
         *incoming = Some((current, rotation));
+        s.rotating.store(true, Ordering::Release);
         drop(incoming);
         self.ask_round();
     }
@@ -353,6 +357,13 @@ impl Store {
     /// Err: a step failed, which fails the store (records of the new log may have been
     /// acknowledged under `everysec` or `no`, and the manifest may not name it).
     pub(crate) fn complete_rotation(&self, shard: usize) -> Result<(), String> {
+        if !self.shards[shard].rotating.load(Ordering::Acquire) {
+            // Nothing to complete: no wait for the lock the sync thread holds while it syncs.
+            return match self.failure() {
+                Some(why) => Err(why),
+                None => Ok(()),
+            };
+        }
         let mut f = self.sync_file(shard);
         self.complete_locked(shard, &mut f)
     }
@@ -384,6 +395,7 @@ impl Store {
         if let Err(e) = &stored {
             self.fail(e.clone());
         }
+        self.shards[shard].rotating.store(false, Ordering::Release);
         stored
     }
 
