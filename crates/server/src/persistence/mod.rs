@@ -141,8 +141,12 @@ struct Rounds {
 pub(crate) struct Store {
     pub(crate) dir: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
-    /// The manifest as last stored (snapshots update it: `snapshot.rs`).
+    /// The manifest as last stored (snapshots update it: `snapshot.rs`); held by an update
+    /// through its fsyncs, which serializes updates.
     pub(crate) manifest: Mutex<Manifest>,
+    /// A copy of `manifest` for a shard's thread, whose lock is held for a copy only
+    /// (`manifest_view`): a shard beginning a snapshot never waits for another's update.
+    manifest_view: Mutex<Manifest>,
     _lock: DirLock,
     shards: Vec<ShardSync>,
     rounds: Mutex<Rounds>,
@@ -195,6 +199,7 @@ impl Store {
         Ok(Arc::new(Store {
             dir,
             fs,
+            manifest_view: Mutex::new(manifest.clone()),
             manifest: Mutex::new(manifest),
             _lock: lock,
             shards,
@@ -206,6 +211,19 @@ impl Store {
             stats,
             snapshots: snapshot::Snapshots::new(logs.len()),
         }))
+    }
+
+    /// The manifest as last stored, without waiting for an update in progress.
+    pub(crate) fn manifest_view(&self) -> Manifest {
+        self.manifest_view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `m` was stored: the copy `manifest_view` gives follows (call holding `manifest`).
+    pub(crate) fn manifest_stored(&self, m: &Manifest) {
+        *self.manifest_view.lock().unwrap_or_else(|e| e.into_inner()) = m.clone();
     }
 
     /// The fsync policy now (CONFIG SET appendfsync changes it: `live.rs`).
@@ -389,6 +407,7 @@ impl Store {
             next.shards[shard].logs.push(r.new_log.clone());
             directkv_persist::manifest::store(&*self.fs, &self.dir, &next)
                 .map_err(|e| format!("storing the manifest that names {}: {e}", r.new_log))?;
+            self.manifest_stored(&next);
             *m = next;
             Ok(())
         });

@@ -328,12 +328,10 @@ pub(crate) fn begin(
     let first_lsn = log.writer.next_lsn();
     // Names of generation g+1, g the manifest's: unique for this shard, whose last rotation
     // is named (stored at g or before).
-    let generation = store
-        .manifest
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .generation
-        + 1;
+    // The view, not the manifest's lock, which another shard's update holds through its
+    // fsyncs; this shard's own updates (its last rotation, its last commit) are in it.
+    let view = store.manifest_view();
+    let generation = view.generation + 1;
     let new_log = manifest::log_file_name(shard, generation);
     let path = dir_path(&store, &new_log);
     let header = LogHeader {
@@ -361,12 +359,7 @@ pub(crate) fn begin(
             return Err(SnapshotFailed(format!("dup of a log file: {e}")));
         }
     };
-    let old = store
-        .manifest
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .shards[shard]
-        .clone();
+    let old = view.shards[shard].clone();
     log.writer = writer;
     store.rotate(
         shard,
@@ -475,6 +468,7 @@ impl Running {
                 }
                 return Err(e);
             }
+            store.manifest_stored(&next);
             *m = next;
         }
         for name in self.old.snapshot.iter().chain(&self.old.logs) {
