@@ -10,12 +10,16 @@ $BIN bench run --target resp://127.0.0.1:$P --workload ycsb-a --keys 1000000 --s
 rssloop() { local peak=0 r; while [ ! -f $D.stop ]; do r=$(awk '/VmRSS/{print $2}' /proc/$SP/status); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.02; done; echo $peak > $D.peak; }
 run() { $BIN bench run --target resp://127.0.0.1:$P --workload ycsb-a --keys 1000000 --skip-load --seconds 5 --warmup 1 --connections 2 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin)['runs'][0]; print(round(d['ops_per_sec']), d['latency']['p99_us'])"; }
 for round in 1 2 3; do
-  rm -f $D.stop; rssloop & RL=$!
-  echo "without $(run) peak_rss_kb $(touch $D.stop; wait $RL; cat $D.peak)"
-  rm -f $D.stop; rssloop & RL=$!
+  # The sampler is this shell's child: stop it and wait for its peak here, not inside a
+  # $(...) subshell (which cannot wait for it and would read the previous round's peak).
+  rm -f $D.stop $D.peak; rssloop & RL=$!
+  r=$(run); touch $D.stop; wait $RL
+  echo "without $r peak_rss_kb $(cat $D.peak)"
+  rm -f $D.stop $D.peak; rssloop & RL=$!
   ( while [ ! -f $D.stopbg ]; do redis-cli -p $P bgsave >/dev/null; sleep 0.15; done ) & L=$!
   s0=$(redis-cli -p $P info persistence | grep rdb_saves | tr -d '\r')
-  echo "with $(run) peak_rss_kb $(touch $D.stop; wait $RL; cat $D.peak) $s0 -> $(redis-cli -p $P info persistence | grep rdb_saves | tr -d '\r')"
+  r=$(run); touch $D.stop; wait $RL
+  echo "with $r peak_rss_kb $(cat $D.peak) $s0 -> $(redis-cli -p $P info persistence | grep rdb_saves | tr -d '\r')"
   touch $D.stopbg; wait $L; rm -f $D.stopbg
 done
 redis-cli -p $P info persistence | grep -E "rdb_|snapshot" | tr -d '\r'

@@ -67,7 +67,9 @@
 //! 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of data); a record's fixed
 //! part is 38 bytes (`RECORD_HEADER_BYTES` and the three counts).
 
-use directkv_engine::{ElemType, Engine, Op, OpError, OpKind, Results, Status};
+use directkv_engine::{
+    ElemType, Engine, Op, OpError, OpKind, Results, SnapEntry, Status, NO_DEADLINE,
+};
 
 /// The record version this code writes and reads.
 pub const RECORD_VERSION: u8 = 2;
@@ -287,7 +289,15 @@ pub fn decode(payload: &[u8]) -> Result<Record<'_>, BatchError> {
             at: at + 1,
         })?;
         let func = u16::from_le_bytes([h[2], h[3]]);
-        let (kl, al, a2l) = (c.len()?, c.len()?, c.len()?);
+        let (kl, al, a2l) = match c.b.get(c.at..c.at + 3) {
+            // Three lengths under 128, one byte each (an op of small parts, the common one):
+            // read at once, where `len` takes one byte at a time.
+            Some(&[kl, al, a2l]) if (kl | al | a2l) < 0x80 => {
+                c.at += 3;
+                (usize::from(kl), usize::from(al), usize::from(a2l))
+            }
+            _ => (c.len()?, c.len()?, c.len()?),
+        };
         ops.push(Op {
             kind,
             key: c.take(kl)?,
@@ -341,7 +351,9 @@ fn replay_parts(
     };
     deletes(engine, out, before);
     let mut out_of_memory = 0;
-    if !ops.is_empty() {
+    if before.is_empty() && after.is_empty() && stores_as_entries(ops) {
+        out_of_memory = store_puts(engine, ops);
+    } else if !ops.is_empty() {
         engine.set_cas_next(head.cas_before);
         engine.execute(ops, out);
         out_of_memory = (0..out.len())
@@ -350,6 +362,52 @@ fn replay_parts(
     }
     deletes(engine, out, after);
     engine.set_cas_next(head.cas_after);
+    out_of_memory
+}
+
+/// Whether `ops` are plain puts of non-empty keys (Redis's SET without options, the bulk of
+/// a write-heavy log): what `Engine::load_entries` stores the same way the pipeline does
+/// (value, no deadline, no item meta, an existing key replaced), without its per-operation
+/// work (`store_puts`). The empty key is left to the pipeline, which stores it where
+/// `load_entries` refuses it.
+fn stores_as_entries(ops: &[Op]) -> bool {
+    !ops.is_empty()
+        && ops
+            .iter()
+            .all(|op| op.kind == OpKind::Put && !op.key.is_empty())
+}
+
+/// Plain puts in groups of `PUTS_GROUP_LEN` (`Engine::load_entries` prefetches a group's
+/// buckets before it writes them).
+const PUTS_GROUP_LEN: usize = 64;
+
+/// Stores plain puts (`stores_as_entries`) as entries, in order; returns how many ran out of
+/// memory. An entry `load_entries` refuses (a limit, out of memory) is a put the batch's
+/// pipeline refused too (the same checks, the same `Table::write`): nothing of it is stored
+/// and the rest go on, as the pipeline's later operations did.
+fn store_puts(engine: &mut Engine, ops: &[Op]) -> u64 {
+    let mut out_of_memory = 0;
+    let empty = SnapEntry {
+        key: &[],
+        value: &[],
+        deadline: NO_DEADLINE,
+        flags: 0,
+        cas: 0,
+    };
+    let mut group = [empty; PUTS_GROUP_LEN];
+    for chunk in ops.chunks(PUTS_GROUP_LEN) {
+        for (e, op) in group.iter_mut().zip(chunk) {
+            e.key = op.key;
+            e.value = op.arg;
+        }
+        let mut rest = &group[..chunk.len()];
+        while let Err((at, e)) = engine.load_entries(rest) {
+            if e == OpError::OutOfMemory {
+                out_of_memory += 1;
+            }
+            rest = &rest[at + 1..];
+        }
+    }
     out_of_memory
 }
 

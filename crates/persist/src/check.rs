@@ -5,7 +5,8 @@
 //! truncates by itself), or corruption (which recovery refuses). Each snapshot (`*.dkvs`) is
 //! read whole. The manifest is read and every file it names must exist; files it does not
 //! name are listed as leftovers (a crash between creating a file and storing the manifest
-//! that names it leaves one; they are harmless).
+//! that names it leaves one; they are harmless), except the new log of a snapshot's rotation
+//! a crash cut, which recovery adds to the chain (`manifest::unnamed_rotations`).
 //!
 //! `--repair` truncates a log at its first bad record: for a torn tail that is what recovery
 //! does; for corruption it drops the good records after the damage too (reported), which is
@@ -46,6 +47,8 @@ impl FileState {
 pub struct FileReport {
     pub name: String,
     pub in_manifest: bool,
+    /// Not named, but the new log of a snapshot's rotation a crash cut: recovery adopts it.
+    pub adoptable: bool,
     pub state: FileState,
     /// What `--repair` did to the file.
     pub repaired: Option<String>,
@@ -73,10 +76,10 @@ impl CheckReport {
                 .all(|f| !(self.counts(f) && f.state.damaged()))
     }
 
-    /// True when `f` is part of the store: named by the manifest, or any file when there is
-    /// no readable manifest to say.
+    /// True when `f` is part of the store: named by the manifest (or adopted by recovery), or
+    /// any file when there is no readable manifest to say.
     fn counts(&self, f: &FileReport) -> bool {
-        f.in_manifest || !matches!(self.manifest, Ok(Some(_)))
+        f.in_manifest || f.adoptable || !matches!(self.manifest, Ok(Some(_)))
     }
 
     /// The report as text, one line per file.
@@ -95,7 +98,9 @@ impl CheckReport {
             s.push_str(&format!("{name}: MISSING (named by the manifest)\n"));
         }
         for f in &self.files {
-            let leftover = if self.counts(f) {
+            let leftover = if f.adoptable {
+                " [not in the manifest yet: the new log of a snapshot's rotation a crash cut, which recovery adds to the chain]"
+            } else if self.counts(f) {
                 ""
             } else {
                 " [not in the manifest: a leftover, removed by recovery]"
@@ -194,6 +199,14 @@ pub fn check_dir(dir: &Path, repair: bool) -> Result<CheckReport, String> {
         .filter(|n| n.ends_with(".dkvl") || n.ends_with(".dkvs"))
         .collect();
     names.sort();
+    // A snapshot's log rotation a crash left unnamed: recovery adopts it.
+    let adoptable: Vec<String> = match &manifest {
+        Ok(Some(m)) => manifest::unnamed_rotations(&fs, dir, m, &names, LogLimits::default())
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect(),
+        _ => Vec::new(),
+    };
     let missing = named
         .iter()
         .filter(|n| !names.contains(n))
@@ -222,6 +235,7 @@ pub fn check_dir(dir: &Path, repair: bool) -> Result<CheckReport, String> {
         }
         files.push(FileReport {
             in_manifest: named.contains(&name),
+            adoptable: adoptable.contains(&name),
             name,
             state,
             repaired,

@@ -263,6 +263,29 @@ impl LogWriter {
         ))
     }
 
+    /// [`LogWriter::create`] without its fdatasync and directory fsync: the file exists with
+    /// its header written, not yet durable. For a caller that must not wait for the disk (a
+    /// shard rotating its log for a snapshot): it makes the file durable later, through a
+    /// `sync_handle` and `Fs::sync_dir`, before any manifest names it.
+    pub fn create_unsynced(
+        fs: &dyn Fs,
+        path: &Path,
+        header: LogHeader,
+        limits: LogLimits,
+    ) -> Result<LogWriter, LogError> {
+        limits.check()?;
+        assert!(header.first_lsn > 0, "lsns start at 1");
+        let mut file = fs.create_new(path).map_err(io_err(path, "create"))?;
+        write_all(&mut *file, &header.encode()).map_err(|(_, e)| io_err(path, "write")(e))?;
+        Ok(LogWriter::at(
+            path,
+            file,
+            limits,
+            header.first_lsn,
+            LOG_HEADER_BYTES as u64,
+        ))
+    }
+
     /// Opens an existing log to append to it: scans it, truncates a torn tail, refuses
     /// corruption, and syncs what it found so nothing appended later is durable before it.
     pub fn open(
@@ -715,6 +738,25 @@ pub fn scan(
     })
 }
 
+/// The header of the log at `path` alone (recovery's look at a log the manifest does not
+/// name). Errors: the file cannot be read, or its header is short or damaged.
+pub fn read_header(fs: &dyn Fs, path: &Path) -> Result<LogHeader, LogError> {
+    let file = fs.open_read(path).map_err(io_err(path, "open"))?;
+    let mut h = [0u8; LOG_HEADER_BYTES];
+    let got = file.read_at(&mut h, 0).map_err(io_err(path, "read"))?;
+    let corrupt = |reason: String| LogError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    if got < LOG_HEADER_BYTES {
+        return Err(corrupt(format!(
+            "{got} bytes, shorter than the log header ({LOG_HEADER_BYTES})"
+        )));
+    }
+    LogHeader::decode(&h).map_err(corrupt)
+}
+
 /// [`scan`] for recovery: corruption is an error naming the file and offset.
 pub fn replay(
     fs: &dyn Fs,
@@ -734,6 +776,100 @@ pub fn replay(
         });
     }
     Ok(s)
+}
+
+/// Bytes of payload [`scan_ahead`]'s reading thread gathers before it hands them over.
+const AHEAD_CHUNK_BYTES: usize = 256 << 10;
+/// Chunks handed over and not yet applied: what bounds [`scan_ahead`]'s memory (about this
+/// many times `AHEAD_CHUNK_BYTES`, or `record_bytes_max` for a chunk of one large record).
+const AHEAD_CHUNKS: usize = 4;
+
+/// Good records' payloads one after the other, with each record's Lsn and where it ends.
+#[derive(Default)]
+struct Chunk {
+    bytes: Vec<u8>,
+    records: Vec<(Lsn, usize)>,
+}
+
+/// [`scan`] with the reading and checking on a thread of its own: that thread reads the file
+/// and checks every record (the same [`scan`]), and hands the good payloads over in chunks of
+/// about `AHEAD_CHUNK_BYTES` (at most `AHEAD_CHUNKS` waiting), while the calling thread runs
+/// `apply` on them in order. Recovery uses it so that a shard's loading thread spends its
+/// time in the engine: on a machine with a core to spare, reading and checksums cost the
+/// load nothing.
+///
+/// Same answers as [`scan`]: `apply` is called for the same records in the same order, an
+/// `apply` error is `LogError::Replay` naming the record's Lsn and offset (and the reading
+/// stops soon after: its thread finds the hand-over closed), and how the file ends is
+/// [`scan`]'s. When the thread cannot be started, this is [`scan`].
+pub fn scan_ahead(
+    fs: &dyn Fs,
+    path: &Path,
+    limits: LogLimits,
+    mut apply: impl FnMut(Lsn, &[u8]) -> Result<(), String>,
+) -> Result<LogScan, LogError> {
+    use std::sync::mpsc;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Chunk>(AHEAD_CHUNKS);
+    let (free_tx, free_rx) = mpsc::channel::<Chunk>();
+    std::thread::scope(|scope| {
+        let read = move || {
+            let mut chunk = Chunk::default();
+            let scanned = scan(fs, path, limits, |lsn, payload| {
+                chunk.bytes.extend_from_slice(payload);
+                chunk.records.push((lsn, chunk.bytes.len()));
+                if chunk.bytes.len() >= AHEAD_CHUNK_BYTES {
+                    let next = free_rx.try_recv().unwrap_or_default();
+                    full_tx
+                        .send(std::mem::replace(&mut chunk, next))
+                        .map_err(|_| "the replay stopped".to_string())?;
+                }
+                Ok(())
+            });
+            if !chunk.records.is_empty() {
+                let _ = full_tx.send(chunk);
+            }
+            scanned
+        };
+        let reader = match std::thread::Builder::new()
+            .name("log-read".into())
+            .spawn_scoped(scope, read)
+        {
+            Ok(reader) => reader,
+            Err(_) => return None,
+        };
+        // Where the next record starts: records are consecutive from the header on.
+        let mut offset = LOG_HEADER_BYTES as u64;
+        let mut failed = None;
+        'chunks: for mut chunk in full_rx.iter() {
+            let mut start = 0;
+            for &(lsn, end) in &chunk.records {
+                if let Err(reason) = apply(lsn, &chunk.bytes[start..end]) {
+                    failed = Some(LogError::Replay {
+                        path: path.to_path_buf(),
+                        lsn,
+                        offset,
+                        reason,
+                    });
+                    break 'chunks;
+                }
+                offset += (RECORD_HEADER_BYTES + end - start) as u64;
+                start = end;
+            }
+            chunk.bytes.clear();
+            chunk.records.clear();
+            let _ = free_tx.send(chunk);
+        }
+        // Closing the hand-over (on an error) stops the reader at its next chunk.
+        drop(full_rx);
+        let scanned = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Some(match failed {
+            Some(e) => Err(e),
+            None => scanned,
+        })
+    })
+    .unwrap_or_else(|| scan(fs, path, limits, apply))
 }
 
 #[cfg(test)]

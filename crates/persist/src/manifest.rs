@@ -21,6 +21,11 @@
 //! (rename(2) is atomic and the new file's bytes were durable before it); the directory fsync
 //! makes the rename itself durable before the caller deletes files only the old one named.
 //! A leftover `MANIFEST.tmp` (a crash before the rename) is ignored and overwritten.
+//!
+//! **A rotation not yet named** ([`unnamed_rotations`]): a server rotating a shard's log for a
+//! snapshot writes to the new log before the manifest naming it is stored (the waits for the
+//! disk are its sync thread's). A crash in between leaves a log the manifest does not name
+//! that continues the shard's chain: recovery names it, and `directkv check` says so.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -258,6 +263,53 @@ pub fn store(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<(), ManifestError>
     fs.rename(&tmp, &path).map_err(io(&path, "rename"))?;
     fs.sync_dir(dir).map_err(io(dir, "fsync directory"))?;
     Ok(())
+}
+
+/// Logs a snapshot's log rotation left unnamed (a crash before the manifest naming it was
+/// stored), as (shard, file name): for each shard whose last log is named as the server names
+/// them, the newest `log-i-G` of `names` (the directory's files) after it in name order whose
+/// header is shard i's and whose first Lsn is the one after that log's last good record.
+/// Anything that cannot be read is left out (recovery reports the named files' damage).
+pub fn unnamed_rotations(
+    fs: &dyn Fs,
+    dir: &Path,
+    m: &Manifest,
+    names: &[String],
+    limits: crate::log::LogLimits,
+) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (shard, files) in m.shards.iter().enumerate() {
+        let Some(last) = files.logs.last() else {
+            continue;
+        };
+        // `log-SSSS-GGGGGGGGGG.dkvl`: of one shard, the same length, in generation order.
+        let own = log_file_name(shard, 0);
+        let prefix = &own[..own.len() - "0000000000.dkvl".len()];
+        let ours = |n: &str| n.starts_with(prefix) && n.len() == own.len() && n.ends_with(".dkvl");
+        if !ours(last) {
+            continue;
+        }
+        let mut later = names
+            .iter()
+            .filter(|n| ours(n) && n.as_str() > last.as_str() && !files.logs.contains(n))
+            .peekable();
+        if later.peek().is_none() {
+            continue;
+        }
+        let Ok(end) = crate::log::scan(fs, &dir.join(last), limits, |_, _| Ok(())) else {
+            continue;
+        };
+        let mut later: Vec<&String> = later.collect();
+        later.sort();
+        let newest = later.into_iter().rev().find(|name| {
+            matches!(crate::log::read_header(fs, &dir.join(name)),
+                Ok(h) if h.shard as usize == shard && h.first_lsn == end.next_lsn)
+        });
+        if let Some(name) = newest {
+            found.push((shard, name.clone()));
+        }
+    }
+    found
 }
 
 #[cfg(test)]

@@ -338,3 +338,84 @@ fn evictions_and_memcache_cas_values_replay_exactly() {
         assert!(ia == ib, "{policy:?}: replayed store differs");
     }
 }
+
+/// Records of plain puts only (Redis's SET, the bulk of a write-heavy log) replay through
+/// `Engine::load_entries` instead of the pipeline (`batch::replay_parts`): the same store as
+/// the batches left, with overwrites of every length, keys that expired before a put reached
+/// them, the empty key (left to the pipeline), puts the limits refuse, and records of other
+/// operations in between; and, in an engine too small for them, the same puts out of memory.
+#[test]
+fn records_of_plain_puts_replay_as_the_pipeline_stored_them() {
+    for (seed, memory, value_max, keys_max) in [
+        (1u64, 8 << 20, 300usize, 150u32),
+        (2, 8 << 20, 40, 150),
+        (3, 4 << 20, 4000, 100_000),
+    ] {
+        let mut r = SmallRng::seed_from_u64(seed);
+        let mk = || {
+            let mut cfg = EngineConfig::with_memory(memory);
+            cfg.value_len_max = LIMITS.value_len_max;
+            Engine::new(cfg).unwrap()
+        };
+        let (mut a, mut b) = (mk(), mk());
+        let mut out = Results::default();
+        let mut now = 1_700_000_000_000u64;
+        let (mut oom_original, mut oom_replayed, mut payload) = (0u64, 0u64, vec![]);
+        let mut empty_seen = false;
+        let long_key = vec![b'k'; 300];
+        let big_value = vec![b'v'; LIMITS.value_len_max + 1];
+        for i in 0..400 {
+            now += r.gen_range(0..20u64);
+            let keys: Vec<Vec<u8>> = (0..r.gen_range(1..80))
+                .map(|_| match r.gen_range(0..200) {
+                    0 => vec![],
+                    1 => long_key.clone(),
+                    _ => format!("key{}", r.gen_range(0..keys_max)).into_bytes(),
+                })
+                .collect();
+            let values: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|_| match r.gen_range(0..100) {
+                    0 => big_value.clone(),
+                    _ => vec![b'a' + r.gen_range(0..26u8); r.gen_range(0..value_max)],
+                })
+                .collect();
+            let args = expire_args(now + r.gen_range(1..60u64), cond::ANY);
+            let ops: Vec<Op> = if i % 7 == 3 {
+                // Other operations: keys with deadlines that later puts find expired.
+                keys.iter()
+                    .map(|k| Op::put_expire(k, b"ttl", &args))
+                    .collect()
+            } else {
+                keys.iter()
+                    .zip(&values)
+                    .map(|(k, v)| Op::put(k, v))
+                    .collect()
+            };
+            a.set_now(now);
+            let cas_before = a.cas_next();
+            a.execute(&ops, &mut out);
+            oom_original += (0..out.len())
+                .filter(|&j| {
+                    out.status(j)
+                        == directkv_engine::Status::Error(directkv_engine::OpError::OutOfMemory)
+                })
+                .count() as u64;
+            payload.clear();
+            assert!(record(&a, now, cas_before, &ops, &mut payload));
+            oom_replayed += batch::decode(&payload).unwrap().replay(&mut b, &mut out);
+            assert_eq!(b.cas_next(), a.cas_next(), "seed {seed} batch {i}");
+            let state = live(&a, now);
+            empty_seen |= state.iter().any(|(k, _, _)| k.is_empty());
+            assert_eq!(live(&b, now), state, "seed {seed} batch {i}");
+        }
+        assert!(empty_seen, "seed {seed}: the empty key");
+        assert_eq!(oom_replayed, oom_original, "seed {seed}");
+        if keys_max > 150 {
+            assert!(oom_original > 0, "seed {seed}: some puts ran out of memory");
+        } else {
+            assert_eq!(b.counts().keys, a.counts().keys, "seed {seed}");
+            assert_eq!(items(&mut b), items(&mut a), "seed {seed}");
+        }
+    }
+}

@@ -15,4 +15,5 @@ mod log_bit_flips;
 mod log_faults;
 mod log_torn_tails;
 mod manifest_crash;
+mod scan_ahead;
 mod snapshot_files;

@@ -8,6 +8,8 @@
 //!                                             (written_lsn[i])                         │
 //!   sync thread:  each second (everysec), or when a reply waits (always):  fdatasync ──┘
 //!                                             (durable_lsn[i], round done)
+//!                 first in a round, a snapshot's log rotation: the old log synced whole,
+//!                 the new one's header, the manifest naming it (`Store::complete_rotation`)
 //!   a connection's replies (accept::flush): Store::durable().await first under `always`
 //! ```
 //!
@@ -126,8 +128,33 @@ struct ShardSync {
     /// The last Lsn the sync thread made durable.
     durable: AtomicU64,
     /// A handle on the shard's current log file (`LogWriter::sync_handle`), swapped when a
-    /// snapshot starts a new log.
-    file: Mutex<Option<Box<dyn FsFile>>>,
+    /// snapshot starts a new log, and that rotation until it is durable. Held by the sync
+    /// thread while it waits for the disk.
+    file: Mutex<SyncFile>,
+    /// A rotation handed over by the shard (`Store::rotate`) and not yet taken into `file`:
+    /// a lock held for a moment only, so the shard never waits for an fdatasync in progress.
+    incoming: Mutex<Option<(Box<dyn FsFile>, Rotation)>>,
+    /// A rotation handed over and not yet completed (read without taking `file`).
+    rotating: AtomicBool,
+}
+
+/// What the sync thread syncs for one shard.
+#[derive(Default)]
+struct SyncFile {
+    current: Option<Box<dyn FsFile>>,
+    rotation: Option<Rotation>,
+}
+
+/// A log rotation (a snapshot's first step, `snapshot::begin`) whose waits for the disk are
+/// still to do: the shard writes to the new log already, and before any of its records
+/// counts as durable the old log is synced whole, the new one's header synced, and a
+/// manifest naming the new log stored (`Store::complete_rotation`).
+pub(crate) struct Rotation {
+    /// The old log's file, synced whole first (no hole in the chain after a power loss).
+    pub(crate) old: Box<dyn FsFile>,
+    /// The new log's file and name: its header synced, then named by the manifest.
+    pub(crate) new: Box<dyn FsFile>,
+    pub(crate) new_log: String,
 }
 
 /// Sync rounds asked for and done.
@@ -197,8 +224,12 @@ impl Grouping {
 pub(crate) struct Store {
     pub(crate) dir: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
-    /// The manifest as last stored (snapshots update it: `snapshot.rs`).
+    /// The manifest as last stored (snapshots update it: `snapshot.rs`); held by an update
+    /// through its fsyncs, which serializes updates.
     pub(crate) manifest: Mutex<Manifest>,
+    /// A copy of `manifest` for a shard's thread, whose lock is held for a copy only
+    /// (`manifest_view`): a shard beginning a snapshot never waits for another's update.
+    manifest_view: Mutex<Manifest>,
     _lock: DirLock,
     shards: Vec<ShardSync>,
     rounds: Mutex<Rounds>,
@@ -239,13 +270,19 @@ impl Store {
             shards.push(ShardSync {
                 written: AtomicU64::new(last),
                 durable: AtomicU64::new(last),
-                file: Mutex::new(Some(file)),
+                file: Mutex::new(SyncFile {
+                    current: Some(file),
+                    rotation: None,
+                }),
+                incoming: Mutex::new(None),
+                rotating: AtomicBool::new(false),
             });
         }
         let (done_tx, _) = watch::channel((0, false));
         Ok(Arc::new(Store {
             dir,
             fs,
+            manifest_view: Mutex::new(manifest.clone()),
             manifest: Mutex::new(manifest),
             _lock: lock,
             shards,
@@ -257,6 +294,19 @@ impl Store {
             stats,
             snapshots: snapshot::Snapshots::new(logs.len()),
         }))
+    }
+
+    /// The manifest as last stored, without waiting for an update in progress.
+    pub(crate) fn manifest_view(&self) -> Manifest {
+        self.manifest_view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `m` was stored: the copy `manifest_view` gives follows (call holding `manifest`).
+    pub(crate) fn manifest_stored(&self, m: &Manifest) {
+        *self.manifest_view.lock().unwrap_or_else(|e| e.into_inner()) = m.clone();
     }
 
     /// The fsync policy now (CONFIG SET appendfsync changes it: `live.rs`).
@@ -373,23 +423,103 @@ impl Store {
         r.requested
     }
 
-    /// Sets shard `shard`'s file to sync (a new log after a rotation).
-    pub(crate) fn set_sync_file(&self, shard: usize, file: Box<dyn FsFile>, last: Lsn) {
+    /// Shard `shard` rotated its log (`snapshot::begin`, on the shard's thread, which writes
+    /// to the new log from now on): the sync thread syncs the new file from now on, and
+    /// first completes the rotation (`complete_rotation`), asked for at once. Nothing here
+    /// waits for the disk.
+    pub(crate) fn rotate(&self, shard: usize, current: Box<dyn FsFile>, rotation: Rotation) {
         let s = &self.shards[shard];
-        *s.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
-        s.written.store(last, Ordering::Release);
-        s.durable.store(last, Ordering::Release);
+        let mut incoming = s.incoming.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(incoming.is_none(), "one rotation at a time per shard");
+        *incoming = Some((current, rotation));
+        s.rotating.store(true, Ordering::Release);
+        drop(incoming);
+        self.ask_round();
     }
 
-    /// One round: fdatasync every shard's log that has records not yet durable.
+    /// Locks shard `shard`'s sync state with its incoming rotation taken in. Until it is, the
+    /// sync thread syncs the old file, which holds every record written before the rotation.
+    fn sync_file(&self, shard: usize) -> std::sync::MutexGuard<'_, SyncFile> {
+        let s = &self.shards[shard];
+        let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((current, rotation)) =
+            s.incoming.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            debug_assert!(f.rotation.is_none(), "one rotation at a time per shard");
+            f.current = Some(current);
+            f.rotation = Some(rotation);
+        }
+        f
+    }
+
+    /// Makes shard `shard`'s pending rotation durable, if it has one: the old log synced
+    /// whole, the new log's header synced, then a manifest naming the new log stored (its
+    /// directory fsync makes the new file's name durable too). Called by the sync thread
+    /// before it syncs the shard's new log, and by a snapshot's `finish` before it stores its
+    /// own manifest (whichever comes first does it). Until it is done, a crash leaves the new
+    /// log unnamed: recovery adopts it when it continues the shard's chain (`recover.rs`).
+    /// Err: a step failed, which fails the store (records of the new log may have been
+    /// acknowledged under `everysec` or `no`, and the manifest may not name it).
+    pub(crate) fn complete_rotation(&self, shard: usize) -> Result<(), String> {
+        if !self.shards[shard].rotating.load(Ordering::Acquire) {
+            // Nothing to complete: no wait for the lock the sync thread holds while it syncs.
+            return match self.failure() {
+                Some(why) => Err(why),
+                None => Ok(()),
+            };
+        }
+        let mut f = self.sync_file(shard);
+        self.complete_locked(shard, &mut f)
+    }
+
+    fn complete_locked(&self, shard: usize, f: &mut SyncFile) -> Result<(), String> {
+        let Some(mut r) = f.rotation.take() else {
+            return match self.failure() {
+                Some(why) => Err(why),
+                None => Ok(()),
+            };
+        };
+        let step = |what: &str, res: std::io::Result<()>| {
+            res.map_err(|e| format!("{what} (log rotation of shard {shard}): {e}"))
+        };
+        let t = Instant::now();
+        let synced = step("fdatasync of the old log", r.old.sync_data())
+            .and_then(|()| step("fdatasync of the new log", r.new.sync_data()));
+        self.stats.persist.fsync_took(t.elapsed());
+        let stored = synced.and_then(|()| {
+            let mut m = self.manifest.lock().unwrap_or_else(|e| e.into_inner());
+            let mut next = m.clone();
+            next.generation += 1;
+            next.shards[shard].logs.push(r.new_log.clone());
+            directkv_persist::manifest::store(&*self.fs, &self.dir, &next)
+                .map_err(|e| format!("storing the manifest that names {}: {e}", r.new_log))?;
+            self.manifest_stored(&next);
+            *m = next;
+            Ok(())
+        });
+        if let Err(e) = &stored {
+            self.fail(e.clone());
+        }
+        self.shards[shard].rotating.store(false, Ordering::Release);
+        stored
+    }
+
+    /// One round: fdatasync every shard's log that has records not yet durable (a pending
+    /// rotation completed first, so a record of a new log is never durable before the old
+    /// log is whole and the new one named).
     fn sync_all(&self) -> bool {
-        for s in &self.shards {
+        for (shard, s) in self.shards.iter().enumerate() {
             let written = s.written.load(Ordering::Acquire);
+            let mut file = self.sync_file(shard);
+            if file.rotation.is_some() && self.complete_locked(shard, &mut file).is_err() {
+                return false;
+            }
             if s.durable.load(Ordering::Acquire) >= written {
                 continue;
             }
-            let mut file = s.file.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(f) = file.as_mut() else { continue };
+            let Some(f) = file.current.as_mut() else {
+                continue;
+            };
             let t = Instant::now();
             let r = f.sync_data();
             self.stats.persist.fsync_took(t.elapsed());

@@ -3,31 +3,42 @@
 //!
 //! ```text
 //!   shard i, between two batches (one instant: no record is written in between):
-//!     rotate   manifest lock: generation g+1, create log-i-(g+1) (first Lsn = next Lsn),
-//!              MANIFEST: shard i = old snapshot + old logs + new log   (durable first)
-//!              sync the old log whole, swap the writer, the sync thread syncs the new one
+//!     rotate   create log-i-(g+1) (first Lsn = next Lsn, g the manifest's generation),
+//!              header written, no wait for the disk; swap the writer; hand the sync thread
+//!              the rotation (`Store::rotate`), which it completes in its next round, asked
+//!              for at once, before it counts any record of the new log durable:
+//!                sync the old log whole, sync the new log's header,
+//!                MANIFEST: shard i = old snapshot + old logs + new log   (durable)
 //!     begin    ImageWriter::begin: snap-i-(g+1), header Lsn = the old log's last record
 //!   then a step at a time, yielding between steps (the shard keeps serving; the engine
 //!   copies a bucket before its first write, so the image stays the store at `begin`):
 //!     step     ImageWriter::step(engine, SNAPSHOT_STEP_BUCKETS)
 //!   at the end:
 //!     finish   last block, trailer, fdatasync, directory fsync
+//!              the rotation completed first if the sync thread has not done it yet
 //!     commit   manifest lock: MANIFEST: shard i = new snapshot + new log only  (durable)
 //!     remove   the old snapshot and the old logs
 //! ```
 //!
 //! **Crashes.** Each step leaves a directory that recovery (`recover.rs`) loads to the same
-//! store: before the rotation's manifest rename, the old manifest names the old files (a new
-//! log not yet named is a leftover recovery removes); between the rotation and the commit,
+//! store: before the rotation's manifest rename, the old manifest names the old files, and
+//! the new log, which may hold records acknowledged under `everysec` or `no` (written, not
+//! yet durable), continues the shard's chain: recovery adopts it (names it, then loads it);
+//! a power loss in that window loses at most what `everysec` may (the rotation's round
+//! comes at once), and under `always` no reply of a record in the new log leaves before the
+//! round that named it; between the rotation and the commit,
 //! the old files plus the new log (records continue from the old log's last); after the
 //! commit, the new snapshot (which includes every record of the old logs) and the new log.
 //! A half-written snapshot is never named. The test `crash_at_every_step_loads_the_same_keys`
-//! crashes at every file operation of a snapshot.
+//! crashes at every file operation of a snapshot, and
+//! `crash_at_every_step_with_the_rotation_completed_between_batches` with the rotation's
+//! steps between two batches, as the sync thread takes them.
 //!
 //! **Failures.** An error writing the image aborts it (the engine stops copying), removes the
 //! partial file and keeps the old files: the store is as before, with one more log in its
 //! chain. An error storing a manifest after its rename may leave either manifest in place,
-//! and a log that cannot be synced may have lost records, so those fail the store as a log
+//! and a log that cannot be synced may have lost records, and an error completing a rotation
+//! leaves a new log that records went to unnamed, so those fail the store as a log
 //! failure does (writes refused with MISCONF, reads served). FLUSHALL replaces the engine
 //! during a snapshot: the snapshot is given up (the flush's record is in the new log, so the
 //! old files stay right) and reported as failed.
@@ -54,7 +65,7 @@ use directkv_persist::manifest::{self, ManifestError, ShardFiles};
 use directkv_persist::snapshot::{SnapshotHeader, SnapshotOptions, SnapshotSummary};
 use tokio::sync::{watch, Notify};
 
-use super::{log_limits, ShardLog, Store};
+use super::{log_limits, Rotation, ShardLog, Store};
 
 /// Main buckets of the index one step of a snapshot reads; the shard's task yields after each
 /// step, so a busy shard runs about one step per batch of each ready connection. 16 buckets
@@ -306,45 +317,59 @@ pub(crate) fn begin(
         return Err(SnapshotFailed(format!("the store failed: {why}")));
     }
     let fs = &*store.fs;
+    // A rotation of this shard still waiting for the disk (a snapshot given up just after it
+    // began): completed here, so that the generation below is past it.
+    store
+        .complete_rotation(shard)
+        .map_err(|e| SnapshotFailed(format!("the last log rotation: {e}")))?;
+    // Records are written out before `execute` returns (`ShardLog::record`): the old log
+    // holds every one, and what the rotation syncs of it is all of them.
+    debug_assert_eq!(log.writer.pending_bytes(), 0, "a rotation between batches");
     let first_lsn = log.writer.next_lsn();
-    let (old, new_log, generation) = {
-        let mut m = store.manifest.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = m.generation + 1;
-        let new_log = manifest::log_file_name(shard, generation);
-        let path = dir_path(&store, &new_log);
-        let header = LogHeader {
-            shard: shard as u32,
-            first_lsn,
-        };
-        let writer = LogWriter::create(fs, &path, header, log_limits())
-            .map_err(|e| SnapshotFailed(format!("creating the new log: {e}")))?;
-        let old = m.shards[shard].clone();
-        let mut next = m.clone();
-        next.generation = generation;
-        next.shards[shard].logs.push(new_log.clone());
-        if let Err(e) = store_manifest(&store, &next) {
-            drop(writer);
-            if store.failure().is_none() {
-                // The old manifest stands: the new log is named nowhere.
-                let _ = fs.remove(&path);
-            }
-            return Err(e);
-        }
-        *m = next;
-        // Every record of the old log durable before the first one of the new, so the chain
-        // never has a hole after a crash.
-        if let Err(e) = log.writer.sync() {
-            store.fail(format!("syncing the log before its rotation: {e}"));
-            return Err(SnapshotFailed(format!("syncing the old log: {e}")));
-        }
-        let handle = writer
-            .sync_handle()
-            .map_err(|e| SnapshotFailed(format!("dup of the new log: {e}")))?;
-        let last = writer.next_lsn() - 1;
-        log.writer = writer;
-        store.set_sync_file(shard, handle, last);
-        (old, new_log, generation)
+    // Names of generation g+1, g the manifest's: unique for this shard, whose last rotation
+    // is named (stored at g or before).
+    // The view, not the manifest's lock, which another shard's update holds through its
+    // fsyncs; this shard's own updates (its last rotation, its last commit) are in it.
+    let view = store.manifest_view();
+    let generation = view.generation + 1;
+    let new_log = manifest::log_file_name(shard, generation);
+    let path = dir_path(&store, &new_log);
+    let header = LogHeader {
+        shard: shard as u32,
+        first_lsn,
     };
+    // Created and its header written without waiting for the disk: the waits (the old log
+    // synced whole, the new one's header, the manifest naming it) are the sync thread's,
+    // done before any record of the new log counts as durable (`Store::complete_rotation`).
+    // (A file left half made is named by no manifest: recovery removes it.)
+    let writer = LogWriter::create_unsynced(fs, &path, header, log_limits())
+        .map_err(|e| SnapshotFailed(format!("creating the new log: {e}")))?;
+    let handles = (|| {
+        Ok::<_, directkv_persist::log::LogError>((
+            log.writer.sync_handle()?,
+            writer.sync_handle()?,
+            writer.sync_handle()?,
+        ))
+    })();
+    let (old_handle, new_handle, current) = match handles {
+        Ok(h) => h,
+        Err(e) => {
+            drop(writer);
+            remove_partial(&store, &path);
+            return Err(SnapshotFailed(format!("dup of a log file: {e}")));
+        }
+    };
+    let old = view.shards[shard].clone();
+    log.writer = writer;
+    store.rotate(
+        shard,
+        current,
+        Rotation {
+            old: old_handle,
+            new: new_handle,
+            new_log: new_log.clone(),
+        },
+    );
     let snap_name = manifest::snapshot_file_name(shard, generation);
     let path = dir_path(&store, &snap_name);
     let header = SnapshotHeader {
@@ -422,6 +447,13 @@ impl Running {
                 return Err(SnapshotFailed(format!("finishing {}: {e}", self.snap_name)));
             }
         };
+        // The rotation's manifest first (if the sync thread has not stored it yet): this one
+        // replaces its entry, and the old log must be whole and the new one's header durable
+        // before a manifest names the new log.
+        if let Err(e) = store.complete_rotation(shard) {
+            remove_partial(store, &self.path);
+            return Err(SnapshotFailed(format!("the log rotation: {e}")));
+        }
         {
             let mut m = store.manifest.lock().unwrap_or_else(|e| e.into_inner());
             let mut next = m.clone();
@@ -436,6 +468,7 @@ impl Running {
                 }
                 return Err(e);
             }
+            store.manifest_stored(&next);
             *m = next;
         }
         for name in self.old.snapshot.iter().chain(&self.old.logs) {
@@ -642,14 +675,32 @@ mod tests {
         model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
         seq: &mut usize,
     ) -> Result<(), SnapshotFailed> {
+        snapshot_with(engine, log, model, seq, None)
+    }
+
+    /// `snapshot`, with the log rotation completed (as the sync thread does in its round)
+    /// after the batch of step `rotation_at` (None: by `finish`).
+    fn snapshot_with(
+        engine: &mut Engine,
+        log: &mut ShardLog,
+        model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        seq: &mut usize,
+        rotation_at: Option<usize>,
+    ) -> Result<(), SnapshotFailed> {
         let store = log.store.clone();
         let mut run = begin(engine, log, 0)?;
         // About eight steps, a batch between two (copy-before-write included): every file
         // operation of the snapshot and of those batches is a crash point.
         let budget = engine.scan_buckets().div_ceil(8);
+        let mut steps = 0;
         loop {
             write(engine, log, model, *seq..*seq + 1);
             *seq += 1;
+            if rotation_at == Some(steps) {
+                // The sync thread's round: a failure fails the store (later batches refused).
+                let _ = store.complete_rotation(0);
+            }
+            steps += 1;
             match run.image.step(engine, budget) {
                 Ok(true) => break,
                 Ok(false) => {}
@@ -713,6 +764,102 @@ mod tests {
         assert!(n > 20, "only {n} operations: the test crashed nothing");
     }
 
+    /// `crash_at_every_step_loads_the_same_keys` with the log rotation's waits done between
+    /// two batches of the snapshot, as the sync thread does them (the old log synced, the new
+    /// one's header, the manifest naming it), rather than by `finish`: a crash at each of
+    /// those steps too loads every acknowledged key, nothing else (a crash before the
+    /// manifest names the new log: recovery adopts it).
+    #[test]
+    fn crash_at_every_step_with_the_rotation_completed_between_batches() {
+        let mut n = 0u64;
+        loop {
+            let dir = TempDir::new(&format!("crash-rot-{n}"));
+            let mut model = BTreeMap::new();
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+                write(&mut engine, &mut log, &mut model, 0..40);
+            }
+            let fs = FaultFs::new(Some(Fault::Crash(n)));
+            let mut seq = 40;
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
+                let first = snapshot_with(&mut engine, &mut log, &mut model, &mut seq, Some(1));
+                if first.is_ok() {
+                    write(&mut engine, &mut log, &mut model, seq..seq + 5);
+                    seq += 5;
+                    let _ = snapshot_with(&mut engine, &mut log, &mut model, &mut seq, Some(0));
+                }
+            }
+            check(&dir.0, &model, &format!("crash at operation {n}"));
+            if fs.ops_done() < n {
+                let m = manifest::load(&RealFs, &dir.0).unwrap().unwrap();
+                assert!(m.shards[0].snapshot.is_some(), "{m:?}");
+                assert_eq!(m.shards[0].logs.len(), 1, "{m:?}");
+                assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 4);
+                break;
+            }
+            n += 1;
+            assert!(n < 10_000, "the snapshot never completes");
+        }
+        assert!(n > 20, "only {n} operations: the test crashed nothing");
+    }
+
+    /// A server killed after a rotation and before its manifest was stored (the sync thread
+    /// had not run): the acknowledged records of the new log are loaded, the new log is named
+    /// from then on; an unnamed log that does not continue the chain is not adopted.
+    #[test]
+    fn a_rotation_cut_before_its_manifest_is_adopted_at_recovery() {
+        let dir = TempDir::new("adopt");
+        let mut model = BTreeMap::new();
+        {
+            let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+            write(&mut engine, &mut log, &mut model, 0..30);
+            let run = begin(&mut engine, &mut log, 0).unwrap();
+            write(&mut engine, &mut log, &mut model, 30..60);
+            let m = log.store.manifest.lock().unwrap().clone();
+            assert_eq!(m.shards[0].logs.len(), 1, "not named yet");
+            // kill -9: nothing more runs (the partial image is a leftover).
+            std::mem::forget(run);
+        }
+        // A stray log of the shard that does not continue the chain (first Lsn 1).
+        let stray = manifest::log_file_name(0, 99);
+        LogWriter::create(
+            &RealFs,
+            &dir.0.join(&stray),
+            LogHeader {
+                shard: 0,
+                first_lsn: 1,
+            },
+            log_limits(),
+        )
+        .unwrap();
+        // `directkv check` says which unnamed log recovery adopts, and which is a leftover.
+        let report = directkv_persist::check::check_dir(&dir.0, false).unwrap();
+        let text = report.render();
+        let new_log = manifest::log_file_name(0, 2);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&new_log) && l.contains("recovery adds to the chain")),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&stray) && l.contains("a leftover")),
+            "{text}"
+        );
+        assert!(report.healthy(), "{text}");
+        check(
+            &dir.0,
+            &model,
+            "after a kill before the rotation's manifest",
+        );
+        let m = manifest::load(&RealFs, &dir.0).unwrap().unwrap();
+        assert_eq!(m.shards[0].logs.len(), 2, "{m:?}");
+        assert!(!dir.0.join(&stray).exists(), "the stray log is a leftover");
+        // And again: the store is as it was.
+        check(&dir.0, &model, "a second recovery");
+    }
+
     #[test]
     fn a_failed_image_keeps_the_old_files_and_the_next_snapshot_works() {
         let dir = TempDir::new("fail");
@@ -729,6 +876,8 @@ mod tests {
         assert!(!path.exists(), "the partial image stays");
         write(&mut engine, &mut log, &mut model, seq..seq + 10);
         seq += 10;
+        // What the sync thread does in its next round: the rotation named.
+        log.store.complete_rotation(0).unwrap();
         let m = log.store.manifest.lock().unwrap().clone();
         assert_eq!(
             m.shards[0].logs.len(),

@@ -102,7 +102,10 @@ impl ShardCtx {
         let Some(store) = self.store.clone() else {
             return Err(SnapshotFailed("persistence is off".into()));
         };
+        let begun = Instant::now();
         let mut run = self.snapshot_begin()?;
+        // What the shard's clients waited for: the rotation and the image's file created.
+        let begin_us = begun.elapsed().as_micros() as u64;
         let c = &self.stats.snapshot;
         c.in_progress.fetch_add(1, Ordering::Relaxed);
         let mut counted = (0u64, 0u64);
@@ -146,6 +149,7 @@ impl ShardCtx {
                     entries = summary.entries,
                     bytes = summary.file_bytes,
                     took_ms = took.as_millis() as u64,
+                    begin_us,
                     "snapshot written"
                 );
                 Ok(summary.file_bytes)
