@@ -725,11 +725,14 @@ mod tests {
         }
     }
 
-    #[test]
-    fn crash_at_every_step_loads_the_same_keys() {
+    /// Crashes at every file operation of two snapshots (the second replaces a snapshot and a
+    /// chain of logs), `rotation_at` of each as `snapshot_with` takes it; after each crash
+    /// recovery loads exactly the acknowledged keys, and once no operation crashes the
+    /// snapshots completed and the old files are gone.
+    fn crash_at_every_step(tag: &str, rotation_at: [Option<usize>; 2]) {
         let mut n = 0u64;
         loop {
-            let dir = TempDir::new(&format!("crash-{n}"));
+            let dir = TempDir::new(&format!("{tag}-{n}"));
             let mut model = BTreeMap::new();
             {
                 let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
@@ -739,12 +742,13 @@ mod tests {
             let mut seq = 40;
             {
                 let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
-                // Two snapshots: the second replaces a snapshot and a chain of logs.
-                let first = snapshot(&mut engine, &mut log, &mut model, &mut seq);
+                let first =
+                    snapshot_with(&mut engine, &mut log, &mut model, &mut seq, rotation_at[0]);
                 if first.is_ok() {
                     write(&mut engine, &mut log, &mut model, seq..seq + 5);
                     seq += 5;
-                    let _ = snapshot(&mut engine, &mut log, &mut model, &mut seq);
+                    let _ =
+                        snapshot_with(&mut engine, &mut log, &mut model, &mut seq, rotation_at[1]);
                 }
             }
             check(&dir.0, &model, &format!("crash at operation {n}"));
@@ -764,6 +768,11 @@ mod tests {
         assert!(n > 20, "only {n} operations: the test crashed nothing");
     }
 
+    #[test]
+    fn crash_at_every_step_loads_the_same_keys() {
+        crash_at_every_step("crash", [None, None]);
+    }
+
     /// `crash_at_every_step_loads_the_same_keys` with the log rotation's waits done between
     /// two batches of the snapshot, as the sync thread does them (the old log synced, the new
     /// one's header, the manifest naming it), rather than by `finish`: a crash at each of
@@ -771,37 +780,7 @@ mod tests {
     /// manifest names the new log: recovery adopts it).
     #[test]
     fn crash_at_every_step_with_the_rotation_completed_between_batches() {
-        let mut n = 0u64;
-        loop {
-            let dir = TempDir::new(&format!("crash-rot-{n}"));
-            let mut model = BTreeMap::new();
-            {
-                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
-                write(&mut engine, &mut log, &mut model, 0..40);
-            }
-            let fs = FaultFs::new(Some(Fault::Crash(n)));
-            let mut seq = 40;
-            {
-                let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
-                let first = snapshot_with(&mut engine, &mut log, &mut model, &mut seq, Some(1));
-                if first.is_ok() {
-                    write(&mut engine, &mut log, &mut model, seq..seq + 5);
-                    seq += 5;
-                    let _ = snapshot_with(&mut engine, &mut log, &mut model, &mut seq, Some(0));
-                }
-            }
-            check(&dir.0, &model, &format!("crash at operation {n}"));
-            if fs.ops_done() < n {
-                let m = manifest::load(&RealFs, &dir.0).unwrap().unwrap();
-                assert!(m.shards[0].snapshot.is_some(), "{m:?}");
-                assert_eq!(m.shards[0].logs.len(), 1, "{m:?}");
-                assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 4);
-                break;
-            }
-            n += 1;
-            assert!(n < 10_000, "the snapshot never completes");
-        }
-        assert!(n > 20, "only {n} operations: the test crashed nothing");
+        crash_at_every_step("crash-rot", [Some(1), Some(0)]);
     }
 
     /// A server killed after a rotation and before its manifest was stored (the sync thread

@@ -275,22 +275,7 @@ fn memcacheds_strtoull_quirk_is_told_apart_from_a_difference() {
 /// directkv (two shards) against memcached: `SEQUENCES` sequences of random commands.
 #[test]
 fn random_sequences_match_memcached() {
-    let Some(memcached) = start_memcached() else {
-        return;
-    };
-    let directkv = crate::common::start(2);
-    let addr = directkv
-        .memcache_addr()
-        .expect("the test server serves memcached on an ephemeral port");
-    let seed = env_or("DKV_MC_SEED", 1);
-    let sequences = env_or("DKV_MC_SEQUENCES", SEQUENCES as u64) as usize;
-    let differences = run(
-        ("directkv", addr),
-        ("memcached", memcached.addr),
-        seed,
-        sequences,
-    );
-    assert_none(&differences);
+    random_against_memcached(2, 1, SEQUENCES);
 }
 
 /// directkv with one shard against memcached: there a batch's gets reach the engine borrowing
@@ -299,15 +284,21 @@ fn random_sequences_match_memcached() {
 /// two-shard test's, a third as many sequences.
 #[test]
 fn random_sequences_match_memcached_on_one_shard() {
+    random_against_memcached(1, 1_000_001, SEQUENCES / 3);
+}
+
+/// directkv with `shards` shards against a memcached of the test's own: `sequences` random
+/// sequences from `seed` (`DKV_MC_SEED` and `DKV_MC_SEQUENCES` override them).
+fn random_against_memcached(shards: usize, seed: u64, sequences: usize) {
     let Some(memcached) = start_memcached() else {
         return;
     };
-    let directkv = crate::common::start(1);
+    let directkv = crate::common::start(shards);
     let addr = directkv
         .memcache_addr()
         .expect("the test server serves memcached on an ephemeral port");
-    let seed = env_or("DKV_MC_SEED", 1_000_001);
-    let sequences = env_or("DKV_MC_SEQUENCES", (SEQUENCES / 3) as u64) as usize;
+    let seed = env_or("DKV_MC_SEED", seed);
+    let sequences = env_or("DKV_MC_SEQUENCES", sequences as u64) as usize;
     let differences = run(
         ("directkv", addr),
         ("memcached", memcached.addr),
