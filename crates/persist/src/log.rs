@@ -247,20 +247,11 @@ impl LogWriter {
         header: LogHeader,
         limits: LogLimits,
     ) -> Result<LogWriter, LogError> {
-        limits.check()?;
-        assert!(header.first_lsn > 0, "lsns start at 1");
-        let mut file = fs.create_new(path).map_err(io_err(path, "create"))?;
-        write_all(&mut *file, &header.encode()).map_err(|(_, e)| io_err(path, "write")(e))?;
-        file.sync_data().map_err(io_err(path, "fdatasync"))?;
+        let mut writer = LogWriter::create_unsynced(fs, path, header, limits)?;
+        writer.file.sync_data().map_err(io_err(path, "fdatasync"))?;
         fs.sync_dir(parent(path))
             .map_err(io_err(path, "fsync directory"))?;
-        Ok(LogWriter::at(
-            path,
-            file,
-            limits,
-            header.first_lsn,
-            LOG_HEADER_BYTES as u64,
-        ))
+        Ok(writer)
     }
 
     /// [`LogWriter::create`] without its fdatasync and directory fsync: the file exists with
