@@ -265,7 +265,8 @@ pub(crate) struct Planner<'b, 'a> {
 impl Batch {
     pub(crate) fn new(shards: usize) -> Batch {
         Batch {
-            plan: Plan::new(shards),
+            // Replies leave through the connection's `accept::flush`.
+            plan: Plan::for_flush(shards),
             copies: OwnedBatch::default(),
             fixups: Vec::new(),
             planned: Vec::new(),

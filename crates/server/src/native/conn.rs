@@ -126,7 +126,8 @@ pub(crate) async fn serve(
         },
         full_limits,
         authenticated,
-        plan: Plan::new(ctx.shards()),
+        // Replies leave through `accept::flush`.
+        plan: Plan::for_flush(ctx.shards()),
         slots: Vec::new(),
         scans: Scans::default(),
         local: Local::default(),
@@ -608,7 +609,8 @@ impl Local {
             }
         }
         self.results.set_bytes_cap(cap);
-        ctx.execute(&ops, &mut self.results);
+        // A TCP connection's: its replies leave through `accept::flush`.
+        ctx.execute_for_flush(&ops, &mut self.results);
         self.ops = reuse(ops);
     }
 

@@ -86,7 +86,8 @@ pub(crate) struct Pending {
 impl Pending {
     pub(crate) fn new(shards: usize) -> Pending {
         Pending {
-            plan: Plan::new(shards),
+            // Replies leave through the connection's `accept::flush`.
+            plan: Plan::for_flush(shards),
             ..Default::default()
         }
     }

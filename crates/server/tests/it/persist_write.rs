@@ -279,6 +279,112 @@ fn a_failed_log_write_refuses_memcached_writes_and_flush_all_with_server_error()
     srv.stop();
 }
 
+/// With several connections on a shard, a batch's record is written when its replies are
+/// about to leave (`ShardCtx::execute_for_flush`), so the batches that ran while a write was
+/// in progress share the next one: three SETs from three connections, the second and third
+/// sent while the first's write is slow, cost two write(2)s, and each reply leaves after its
+/// record is in the file (a restart has all three).
+#[test]
+fn batches_that_ran_during_a_log_write_share_the_next_one() {
+    let dir = TempDir::new("share");
+    let cfg = config(&dir, 1, "everysec");
+    let fs = FaultFs::new(None);
+    let srv = start(cfg.clone(), Arc::new(fs.clone()));
+    let mut a = Client::connect(&srv);
+    let mut b = Client::connect(&srv);
+    let mut c = Client::connect(&srv);
+    for (i, conn) in [&mut a, &mut b, &mut c].into_iter().enumerate() {
+        // Each connection served (counted by its shard) before the slow write begins.
+        assert_eq!(conn.cmd(&["SET", &format!("warm{i}"), "v"]), common::ok());
+    }
+    let writes_before = fs.writes_done();
+    let slow = std::time::Duration::from_millis(600);
+    fs.set_write_delay(slow);
+    a.send(&[b"SET", b"k0", b"v0"]);
+    // a's record is being written (the shard waits in write(2)) when b's and c's arrive.
+    std::thread::sleep(slow / 4);
+    b.send(&[b"SET", b"k1", b"v1"]);
+    c.send(&[b"SET", b"k2", b"v2"]);
+    for conn in [&mut a, &mut b, &mut c] {
+        assert_eq!(conn.read(), common::ok());
+    }
+    fs.set_write_delay(std::time::Duration::ZERO);
+    assert_eq!(
+        fs.writes_done() - writes_before,
+        2,
+        "a's record alone, then b's and c's in one write"
+    );
+    let records: u64 = info(&mut a, "aof_records").parse().unwrap();
+    let writes: u64 = info(&mut a, "aof_writes").parse().unwrap();
+    assert!(writes < records, "{writes} writes for {records} records");
+    drop((a, b, c));
+    srv.stop();
+    let srv = start(cfg, Arc::new(RealFs));
+    let mut c = Client::connect(&srv);
+    for i in 0..3 {
+        assert_eq!(
+            c.cmd(&["GET", &format!("k{i}")]),
+            common::bulk(&format!("v{i}"))
+        );
+    }
+    drop(c);
+    srv.stop();
+}
+
+/// A record that waited for its replies (another connection is open) and then could not be
+/// written: the connection is closed without its replies, which acknowledged writes that are
+/// not in the log; a connection opened after the failure gets MISCONF for writes and is
+/// served reads; a restart has exactly the acknowledged writes.
+#[test]
+fn a_failed_log_write_of_a_waiting_record_closes_its_connection_unanswered() {
+    let dir = TempDir::new("enospc-waiting");
+    let cfg = config(&dir, 1, "everysec");
+    let fs = FaultFs::new(Some(Fault::FailWrite(40)));
+    let srv = start(cfg.clone(), Arc::new(fs));
+    // Open and served: the writer's records wait for its replies.
+    let mut bystander = Client::connect(&srv);
+    assert_eq!(bystander.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut acked = Vec::new();
+    let mut closed = None;
+    for i in 0..100 {
+        let k = format!("w{i}");
+        let mut req = Vec::new();
+        directkv_proto::resp::encode_command(&[b"SET", k.as_bytes(), b"v"], &mut req);
+        s.write_all(&req).unwrap();
+        let mut got = [0u8; 5];
+        match s.read_exact(&mut got) {
+            Ok(()) => {
+                assert_eq!(&got, b"+OK\r\n", "{k}");
+                acked.push(k);
+            }
+            Err(_) => {
+                closed = Some(k);
+                break;
+            }
+        }
+    }
+    let lost = closed.expect("the failed write closed the connection");
+    assert!(!acked.is_empty());
+    let mut c = Client::connect(&srv);
+    let e = text(c.cmd(&["SET", "later", "v"]));
+    assert!(e.starts_with("MISCONF"), "{e}");
+    assert_eq!(c.cmd(&["GET", &acked[0]]), common::bulk("v"));
+    assert_eq!(info(&mut c, "aof_last_write_status"), "err");
+    drop((c, bystander));
+    srv.stop();
+    let srv = start(cfg, Arc::new(RealFs));
+    let mut c = Client::connect(&srv);
+    for k in &acked {
+        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
+    }
+    assert_eq!(c.cmd(&["EXISTS", &lost, "later"]), Reply::Integer(0));
+    drop(c);
+    srv.stop();
+}
+
 #[test]
 fn a_failed_fsync_under_always_acknowledges_nothing_after_it() {
     let dir = TempDir::new("eio");
