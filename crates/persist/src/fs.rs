@@ -34,6 +34,12 @@ pub trait FsFile: Send {
     /// A second handle on the same open file (dup(2)), so another thread can fdatasync it
     /// while this one appends (the server's sync thread).
     fn try_clone(&self) -> io::Result<Box<dyn FsFile>>;
+    /// The descriptor of a real file, through which the log may store its records into a
+    /// shared mapping instead of a write(2) each (`LogWriter`); `None` (the default, and
+    /// `FaultFs`'s files, whose writes are the faults' seam): every record is written.
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// The file operations of the persistence code.
@@ -86,6 +92,9 @@ impl FsFile for RealFile {
     }
     fn try_clone(&self) -> io::Result<Box<dyn FsFile>> {
         Ok(Box::new(RealFile(self.0.try_clone()?)))
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.0))
     }
 }
 

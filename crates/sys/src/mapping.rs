@@ -1,6 +1,8 @@
 //! An anonymous private memory mapping, advised to use huge pages, unmapped on drop (the
 //! memory probe reads random lines of one to measure DRAM latency); and `populate_write`,
-//! which faults a range of any mapping in without changing it (the server's index pre-fault).
+//! which faults a range of any mapping in without changing it (the server's index pre-fault);
+//! and [`FileWindow`], a shared writable mapping of part of a file, with [`allocate`]
+//! (fallocate), through which the persistence log appends records without a write(2) each.
 
 use std::io;
 
@@ -77,6 +79,139 @@ pub fn populate_write(addr: *const u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes `fd`'s file at least `offset + len` bytes long with its blocks allocated
+/// (`fallocate(2)` mode 0): bytes past the old end read as zeros, and stores through a
+/// [`FileWindow`] into the range cannot fail for want of space later (a shared mapping
+/// reports that as SIGBUS), so a full disk is an error here instead.
+pub fn allocate(fd: std::os::fd::RawFd, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    loop {
+        // SAFETY: fallocate reads no memory of ours; a bad descriptor is an error return.
+        let rc = unsafe { libc::fallocate(fd, 0, off, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The size of a memory page (sysconf `_SC_PAGESIZE`), to which file mappings are aligned.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf reads no memory of ours.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).unwrap_or(4096).max(1)
+}
+
+/// ftruncate(2): cuts (or extends with zeros) `fd`'s file to `len` bytes, without a sync.
+pub fn set_len(fd: std::os::fd::RawFd, len: u64) -> io::Result<()> {
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: ftruncate reads no memory of ours; a bad descriptor is an error return.
+    if unsafe { libc::ftruncate(fd, len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `len` bytes of a file from `offset` (a multiple of the page size) mapped shared and
+/// writable: stores land in the file's page cache, where a kill -9 of the process cannot lose
+/// them, and fdatasync(2) of the file makes them durable as it does written bytes. Unmapped
+/// on drop. The mapping may reach past the file's end; only bytes inside the file may be
+/// stored to ([`FileWindow::store`]).
+pub struct FileWindow {
+    ptr: *mut u8,
+    len: usize,
+    offset: u64,
+}
+
+// SAFETY: the window is plain memory owned by its value (no thread-local state); moving it to
+// another thread moves that ownership.
+unsafe impl Send for FileWindow {}
+
+impl FileWindow {
+    /// Maps `len` bytes of `fd`'s file from `offset` (page-aligned).
+    pub fn map(fd: std::os::fd::RawFd, offset: u64, len: usize) -> io::Result<FileWindow> {
+        let Ok(off) = libc::off_t::try_from(offset) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: a new shared mapping at a kernel-chosen address touches no existing memory;
+        // a bad descriptor, offset or length is an error return.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                off,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FileWindow {
+            ptr: ptr.cast::<u8>(),
+            len,
+            offset,
+        })
+    }
+
+    /// The file offset of the window's first byte.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The file offset just past the window.
+    pub fn end(&self) -> u64 {
+        self.offset + self.len as u64
+    }
+
+    /// Faults in the pages of file range `at..at + len` (clipped to the window) for writing
+    /// ([`populate_write`]): one call instead of a page fault per page on the first stores.
+    /// The caller must have made the file at least that long ([`allocate`]).
+    pub fn populate(&self, at: u64, len: u64) -> io::Result<()> {
+        let start = at.max(self.offset);
+        let end = (at + len).min(self.end());
+        if start >= end {
+            return Ok(());
+        }
+        // SAFETY: `start - offset` is inside the mapping (clipped above).
+        let addr = unsafe { self.ptr.add((start - self.offset) as usize) };
+        populate_write(addr, (end - start) as usize)
+    }
+
+    /// Copies `bytes` to file offset `at`. Panics unless the range is inside the window; the
+    /// caller must have made the file at least `at + bytes.len()` long ([`allocate`]): a store
+    /// past the file's end raises SIGBUS.
+    pub fn store(&mut self, at: u64, bytes: &[u8]) {
+        assert!(
+            at >= self.offset && at + bytes.len() as u64 <= self.end(),
+            "a store outside the window"
+        );
+        let start = (at - self.offset) as usize;
+        // SAFETY: `start..start + bytes.len()` is inside the live mapping (checked above), which
+        // no Rust reference aliases (the window hands out none), and `bytes` is a distinct
+        // allocation of the caller's.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(start), bytes.len());
+        }
+    }
+}
+
+impl Drop for FileWindow {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are exactly what mmap returned and was given.
+        let rc = unsafe { libc::munmap(self.ptr.cast::<libc::c_void>(), self.len) };
+        debug_assert_eq!(rc, 0, "munmap failed");
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `ptr` and `len` are exactly what mmap returned and was given; the mapping is
@@ -89,6 +224,55 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stores_through_a_file_window_are_the_files_bytes() {
+        use std::io::{Read, Seek, Write};
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("directkv-window-{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        f.set_len(0).unwrap();
+        f.write_all(b"head").unwrap();
+        allocate(f.as_raw_fd(), 4, 8192).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 8196);
+        let mut w = FileWindow::map(f.as_raw_fd(), 4096, 1 << 20).unwrap();
+        w.store(4096, b"second page");
+        drop(w);
+        let mut w = FileWindow::map(f.as_raw_fd(), 0, 1 << 20).unwrap();
+        w.store(4, b"body");
+        drop(w);
+        let mut all = Vec::new();
+        f.rewind().unwrap();
+        f.read_to_end(&mut all).unwrap();
+        assert_eq!(&all[..8], b"headbody");
+        assert!(all[8..4096].iter().all(|&b| b == 0));
+        assert_eq!(&all[4096..4107], b"second page");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the window")]
+    fn a_store_outside_the_window_panics() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("directkv-window-o-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        allocate(f.as_raw_fd(), 0, 4096).unwrap();
+        let mut w = FileWindow::map(f.as_raw_fd(), 0, 4096).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        w.store(4090, b"12345678");
+    }
 
     #[test]
     fn a_mapping_is_writable_and_readable() {

@@ -3,7 +3,7 @@
 //! and the bytes dropped, and a writer reopened on it truncates the tail and continues.
 
 use directkv_persist::fs::RealFs;
-use directkv_persist::log::{self, LogEnd, LogLimits, LogWriter};
+use directkv_persist::log::{self, LogEnd, LogHeader, LogLimits, LogWriter};
 
 use crate::common::{payload, write_log, TestDir};
 
@@ -74,8 +74,9 @@ fn a_log_cut_inside_its_header_is_refused_not_taken_for_empty() {
 }
 
 #[test]
-fn zeros_after_the_last_record_are_a_torn_tail() {
-    // A file system may show a file extended by a crash with zeros where data never landed.
+fn zeros_after_the_last_record_end_the_log_and_are_cut_by_the_next_writer() {
+    // A mapped log's allocated tail that a crash left, or a file system that shows a file
+    // extended by a crash with zeros where data never landed: no record starts with zeros.
     let dir = TestDir::new("zeros");
     let path = dir.join("l.dkvl");
     let offsets = write_log(&path, 5);
@@ -84,6 +85,16 @@ fn zeros_after_the_last_record_are_a_torn_tail() {
     std::fs::write(&path, &bytes).unwrap();
     let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
     assert_eq!(s.records, 5);
+    assert_eq!(s.end, LogEnd::Clean);
+    assert_eq!(s.good_bytes, offsets[5]);
+    assert_eq!(s.file_bytes, offsets[5] + 4096);
+    let (w, _) = LogWriter::open(&RealFs, &path, LogLimits::default()).unwrap();
+    drop(w);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), offsets[5]);
+    // A torn record before the zeros is still a torn tail.
+    bytes[offsets[5] as usize] = 7;
+    std::fs::write(&path, &bytes).unwrap();
+    let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
     assert_eq!(
         s.end,
         LogEnd::TornTail {
@@ -91,4 +102,52 @@ fn zeros_after_the_last_record_are_a_torn_tail() {
             bytes_dropped: 4096
         }
     );
+}
+
+/// A log on a real file stores its records through a mapping of the file allocated ahead
+/// (`LOG_ALLOCATE_BYTES`): a writer that dies without its drop (a kill -9) leaves the records
+/// and zeros after them, which read as the log's end; a writer dropped in order leaves the
+/// records alone. Records cross a mapping window's end (`LOG_WINDOW_BYTES`) intact.
+#[test]
+fn a_mapped_log_reads_back_after_a_crash_and_after_a_clean_close() {
+    let dir = TestDir::new("mapped");
+    let path = dir.join("l.dkvl");
+    let header = LogHeader {
+        shard: 0,
+        first_lsn: 1,
+    };
+    let mut w = LogWriter::create(&RealFs, &path, header, LogLimits::default()).unwrap();
+    // Records of 1 MiB less a little, so that some straddle the 64 MiB window's end.
+    let record = |i: u64| vec![(i % 251) as u8 + 1; (1 << 20) - 100 + i as usize];
+    let n = (log::LOG_WINDOW_BYTES >> 20) as u64 + 3;
+    for i in 0..n {
+        w.append(&record(i)).unwrap();
+        w.write_out().unwrap();
+    }
+    let written = w.file_bytes();
+    let on_disk = std::fs::metadata(&path).unwrap().len();
+    assert!(on_disk > written, "allocated ahead: {on_disk} <= {written}");
+    assert_eq!(on_disk % log::LOG_ALLOCATE_BYTES, 0);
+    // The process dies: no drop.
+    std::mem::forget(w);
+    let mut seen = 0u64;
+    let s = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
+        assert_eq!(p, &record(lsn - 1)[..], "record {lsn}");
+        seen += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        (seen, s.end.clone(), s.good_bytes),
+        (n, LogEnd::Clean, written)
+    );
+    // The next writer continues after the last record, and its drop cuts the tail.
+    let (mut w, _) = LogWriter::open(&RealFs, &path, LogLimits::default()).unwrap();
+    w.append(b"after").unwrap();
+    w.write_out().unwrap();
+    let end = w.file_bytes();
+    drop(w);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), end);
+    let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
+    assert_eq!((s.records, s.end), (n + 1, LogEnd::Clean));
 }
