@@ -164,8 +164,6 @@ struct FaultState {
     full: bool,
     /// Operations that were let through, for tests that count the steps of an update.
     done: u64,
-    /// Every write takes this long more (`FaultFs::set_write_delay`).
-    write_delay: std::time::Duration,
 }
 
 /// A test file system: `RealFs` with one planned [`Fault`]. Clones share the counters.
@@ -189,8 +187,6 @@ enum Verdict {
     Fail(io::Error),
     /// A write that may pass only this many bytes.
     Short(usize),
-    /// A write that passes after this long.
-    Slow(std::time::Duration),
 }
 
 impl FaultFs {
@@ -200,18 +196,6 @@ impl FaultFs {
             fault,
             state: Arc::default(),
         }
-    }
-
-    /// From now on every write waits `delay` before it is done (a slow disk; zero: none),
-    /// besides the planned fault: what the caller does while a write is in progress, made
-    /// visible. Clones share it.
-    pub fn set_write_delay(&self, delay: std::time::Duration) {
-        self.state.lock().unwrap().write_delay = delay;
-    }
-
-    /// Write calls so far (those a fault failed included).
-    pub fn writes_done(&self) -> u64 {
-        self.state.lock().unwrap().writes
     }
 
     /// Operations let through so far (writes, syncs, creations, renames, truncations, removals).
@@ -233,7 +217,6 @@ impl FaultFs {
                 Verdict::Short((len / 2).max(1).min(len))
             }
             (Some(Fault::FailSync(n)), None) if sync && s.syncs == n => Verdict::Fail(eio()),
-            (_, Some(_)) if !s.write_delay.is_zero() => Verdict::Slow(s.write_delay),
             _ => Verdict::Go,
         };
         if write_len.is_some() {
@@ -272,10 +255,6 @@ impl FsFile for FaultFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self.fs.judge(Some(buf.len()), false) {
             Verdict::Go => self.inner.write(buf),
-            Verdict::Slow(delay) => {
-                std::thread::sleep(delay);
-                self.inner.write(buf)
-            }
             Verdict::Short(n) => self.inner.write(&buf[..n]),
             Verdict::Fail(e) => Err(e),
         }

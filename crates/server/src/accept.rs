@@ -156,11 +156,7 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>, incoming: Incoming, mut stop: watch
                     _ = client.closing() => {}
                 }
             };
-            // Counted while served: with another connection on the shard, batches' log
-            // records wait to share a write(2) (`ShardCtx::execute_for_flush`).
-            ctx.conns.set(ctx.conns.get() + 1);
             crate::shard::panics::contain("connection", &stats, served).await;
-            ctx.conns.set(ctx.conns.get() - 1);
         }
     }
     drop(client);
@@ -231,9 +227,7 @@ impl ReplyGate {
 
 /// Writes and clears the buffered replies; false when the client did not take them within
 /// `timeout` (or the connection broke), and the connection should be dropped.
-/// Replies leave only once what they acknowledge is in the log (`ShardCtx::log_written_for_replies`:
-/// the records `execute_for_flush` deferred are written out here, with those of the other
-/// connections' batches that ran meanwhile) and as durable as `appendfsync` asks
+/// Replies leave only once what they acknowledge is as durable as `appendfsync` asks
 /// (`persistence::Store::durable`: under `always` a sync round that began after the writes).
 /// When persistence failed since this connection's previous replies, they may acknowledge a
 /// write that is not durable: they are dropped unsent and the connection closed. A connection
@@ -248,9 +242,7 @@ pub(crate) async fn flush(
         return true;
     }
     if let Some(store) = &ctx.store {
-        if !gate.failed_before
-            && (!ctx.log_written_for_replies().await || store.durable().await.is_err())
-        {
+        if !gate.failed_before && store.durable().await.is_err() {
             out.clear();
             return false;
         }

@@ -145,18 +145,6 @@ fn run(subject: &Subject, cycles: usize, seed: u64) -> Result<Summary, String> {
             summary.seconds = started.elapsed().as_secs_f64();
             return Ok(summary);
         }
-        // Half the cycles keep two more connections open, idle: round robin puts one of them
-        // on the writer's shard, where a batch's record then waits to be written until its
-        // replies are about to leave (directkv's `execute_for_flush`, the path of a server
-        // with several clients); in the other half each record is written at once.
-        let _bystanders: Vec<TcpStream> = if rng.below(2) == 0 {
-            (0..2)
-                .map(|_| TcpStream::connect(server.addr))
-                .collect::<Result<_, _>>()
-                .map_err(|e| fail(cycle, format!("connect a bystander: {e}")))?
-        } else {
-            Vec::new()
-        };
         let pid = server.pid();
         let delay = Duration::from_millis(rng.range(KILL_DELAY_MS_MIN, KILL_DELAY_MS_MAX));
         // The killer only signals our child, which stays unreaped (so its PID stays ours)

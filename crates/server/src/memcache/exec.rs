@@ -265,8 +265,7 @@ pub(crate) struct Planner<'b, 'a> {
 impl Batch {
     pub(crate) fn new(shards: usize) -> Batch {
         Batch {
-            // Replies leave through the connection's `accept::flush`.
-            plan: Plan::for_flush(shards),
+            plan: Plan::new(shards),
             copies: OwnedBatch::default(),
             fixups: Vec::new(),
             planned: Vec::new(),

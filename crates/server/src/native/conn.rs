@@ -126,8 +126,7 @@ pub(crate) async fn serve(
         },
         full_limits,
         authenticated,
-        // Replies leave through `accept::flush`.
-        plan: Plan::for_flush(ctx.shards()),
+        plan: Plan::new(ctx.shards()),
         slots: Vec::new(),
         scans: Scans::default(),
         local: Local::default(),
@@ -609,8 +608,7 @@ impl Local {
             }
         }
         self.results.set_bytes_cap(cap);
-        // A TCP connection's: its replies leave through `accept::flush`.
-        ctx.execute_for_flush(&ops, &mut self.results);
+        ctx.execute(&ops, &mut self.results);
         self.ops = reuse(ops);
     }
 

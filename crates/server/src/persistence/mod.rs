@@ -5,8 +5,7 @@
 //!
 //! ```text
 //!   shard i:  ShardCtx::execute ─ engine ─> ShardLog::record ── append + write(2) ──> log-i
-//!             (a connection's batch, with another connection on the shard: append only; │
-//!              write(2) of every record appended in accept::flush)  (written_lsn[i])  │
+//!                                             (written_lsn[i])                         │
 //!   sync thread:  each second (everysec), or when a reply waits (always):  fdatasync ──┘
 //!                                             (durable_lsn[i], round done)
 //!                 first in a round, a snapshot's log rotation: the old log synced whole,
@@ -23,24 +22,14 @@
 //! step on a thread of its own, and it groups: one fdatasync covers every record written
 //! before it started, whichever connection or shard wrote it (group commit).
 //!
-//! **When a reply may leave.** A batch's record is appended inside `ShardCtx::execute` and
-//! written (write(2) returned) before any reply that depends on it leaves: at once, before
-//! `execute` returns, for every door but one; for a TCP connection's batch when another
-//! connection is on the shard (`ShardCtx::execute_for_flush`), in `accept::flush`, just
-//! before the connection's replies are sent (`ShardCtx::log_written_for_replies`), after the
-//! tasks of the other connections that are ready have run: their batches' records join the
-//! same write(2) (the records of 4 pipelining connections took one write(2) per batch, ~10%
-//! of the shard's CPU at saturation, `BENCHMARKS.md`). Anything else that may show those
-//! writes outside the shard's connections writes them out first: a reply to another shard's
-//! job (`job_loop`), every other `execute` and log door, a snapshot's rotation. So under `no`
-//! and `everysec` every reply of every protocol leaves after its record is in the file (kill
-//! -9 cannot lose it); a deferred record that cannot be written closes the connections whose
-//! replies wait for it, unsent. Under `always`, a connection waits in `accept::flush` for a
-//! sync round that started after its batches were written: [`Store::durable`] asks for a
-//! round and waits for it. The wait covers every shard's log, so a write forwarded to
-//! another shard, or run there inside an atomic plan or a MULTI, is covered too. A sync that
-//! fails answers the waiters with an error and the connection is closed without its replies
-//! (none of them is acknowledged).
+//! **When a reply may leave.** A batch's record is written (write(2) returned) inside
+//! `ShardCtx::execute`, before `execute` returns, so under `no` and `everysec` every reply of
+//! every protocol leaves after its record is in the file (kill -9 cannot lose it). Under
+//! `always`, a connection waits in `accept::flush` for a sync round that started after its
+//! batches were written: [`Store::durable`] asks for a round and waits for it. The wait
+//! covers every shard's log, so a write forwarded to another shard, or run there inside an
+//! atomic plan or a MULTI, is covered too. A sync that fails answers the waiters with an error
+//! and the connection is closed without its replies (none of them is acknowledged).
 //!
 //! **Group commit delay** (`group_commit_delay_us`). Rounds run back to back, so without a
 //! delay the batches that arrive during one round form the next: with several pipelining
@@ -655,28 +644,20 @@ impl Store {
     }
 }
 
-/// The shard's side of its log: appends a record per batch that wrote and writes it out,
-/// at once or, for a batch whose replies leave through `accept::flush`, when the first of
-/// them is about to leave (`ShardCtx::log_written_for_replies`: the records of the batches of
-/// several connections in one write(2)). Lives in `ShardCtx` (`RefCell`), used only on the
-/// shard's thread.
+/// The shard's side of its log: appends a record per batch that wrote and writes it out at
+/// once. Lives in `ShardCtx` (`RefCell`), used only on the shard's thread.
 pub(crate) struct ShardLog {
     pub(crate) writer: LogWriter,
     pub(crate) store: Arc<Store>,
     shard: usize,
-    /// The last Lsn appended by a deferred batch (`append`): the replies of a connection that
-    /// ran one leave once the writer's `written_lsn` reaches it.
-    deferred_high: Lsn,
 }
 
 impl ShardLog {
     pub(crate) fn new(shard: usize, writer: LogWriter, store: Arc<Store>) -> ShardLog {
-        let deferred_high = writer.next_lsn() - 1;
         ShardLog {
             writer,
             store,
             shard,
-            deferred_high,
         }
     }
 
@@ -689,63 +670,27 @@ impl ShardLog {
         None
     }
 
-    /// Appends the record `encode` writes and writes it out (with every record appended
-    /// before it). Err: it could not be written, the store is failed, and the batch's writes
-    /// must not be acknowledged. `encode` may decline (nothing to log): then the records
-    /// appended before are written out all the same, as a reply that follows this call may
-    /// show what they wrote.
+    /// Appends the record `encode` writes (it may decline: nothing to log) and writes it out.
+    /// Err: it could not be written, the store is failed, and the batch's writes must not be
+    /// acknowledged.
     #[inline]
     pub(crate) fn record(
         &mut self,
         encode: impl FnOnce(&mut Vec<u8>) -> bool,
     ) -> Result<(), directkv_engine::OpError> {
-        self.append(encode, false)?;
-        self.write_out()
-    }
-
-    /// Appends the record `encode` writes (it may decline) without writing it out; with
-    /// `deferred`, the replies of the batch wait for it (`deferred_high`). Err: the record
-    /// could not be appended (over a limit), the store is failed.
-    #[inline]
-    pub(crate) fn append(
-        &mut self,
-        encode: impl FnOnce(&mut Vec<u8>) -> bool,
-        deferred: bool,
-    ) -> Result<(), directkv_engine::OpError> {
         let appended = self.writer.append_if(encode).map_err(|e| self.failed(e))?;
-        if let Some(lsn) = appended {
-            self.store
-                .stats
-                .persist
-                .records
-                .fetch_add(1, Ordering::Relaxed);
-            if deferred {
-                self.deferred_high = lsn;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes out every record appended and not written, in one write(2).
-    #[inline]
-    pub(crate) fn write_out(&mut self) -> Result<(), directkv_engine::OpError> {
-        if self.writer.pending_bytes() == 0 {
+        if appended.is_none() {
             return Ok(());
         }
         let before = self.writer.file_bytes();
         let lsn = self.writer.write_out().map_err(|e| self.failed(e))?;
         let st = &self.store.stats.persist;
+        st.records.fetch_add(1, Ordering::Relaxed);
         st.writes.fetch_add(1, Ordering::Relaxed);
         st.log_bytes
             .fetch_add(self.writer.file_bytes() - before, Ordering::Relaxed);
         self.store.written(self.shard, lsn);
         Ok(())
-    }
-
-    /// Whether every record a deferred batch appended is written (its replies may leave).
-    #[inline]
-    pub(crate) fn deferred_written(&self) -> bool {
-        self.writer.written_lsn() >= self.deferred_high
     }
 
     #[cold]

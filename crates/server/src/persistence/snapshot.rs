@@ -305,8 +305,8 @@ fn store_manifest(store: &Store, m: &manifest::Manifest) -> Result<(), SnapshotF
 }
 
 /// Step a and b: rotates shard `shard`'s log and begins the image of `engine` at this point.
-/// Call between two batches on the shard's thread, with every record appended to `log`
-/// written out (`ShardLog::write_out`).
+/// Call between two batches on the shard's thread, with nothing written to `log` since the
+/// last batch's record (records are written out before `execute` returns).
 pub(crate) fn begin(
     engine: &mut Engine,
     log: &mut ShardLog,
@@ -322,8 +322,7 @@ pub(crate) fn begin(
     store
         .complete_rotation(shard)
         .map_err(|e| SnapshotFailed(format!("the last log rotation: {e}")))?;
-    // Every record appended is written out before the rotation (`ShardLog::record`, and
-    // `ShardCtx::snapshot_begin` for those a connection's replies wait for): the old log
+    // Records are written out before `execute` returns (`ShardLog::record`): the old log
     // holds every one, and what the rotation syncs of it is all of them.
     debug_assert_eq!(log.writer.pending_bytes(), 0, "a rotation between batches");
     let first_lsn = log.writer.next_lsn();

@@ -86,8 +86,7 @@ pub(crate) struct Pending {
 impl Pending {
     pub(crate) fn new(shards: usize) -> Pending {
         Pending {
-            // Replies leave through the connection's `accept::flush`.
-            plan: Plan::for_flush(shards),
+            plan: Plan::new(shards),
             ..Default::default()
         }
     }

@@ -50,9 +50,6 @@ pub(crate) struct Plan {
     locs: Vec<(usize, usize)>,
     /// Cap on each shard's results data below the engine's `results_bytes_max` (0: none).
     results_cap: usize,
-    /// The plan's replies leave through `accept::flush` (a TCP connection's): this shard's
-    /// batch runs through `ShardCtx::execute_for_flush`, whose log record may wait for them.
-    for_flush: bool,
 }
 
 impl Plan {
@@ -62,27 +59,6 @@ impl Plan {
             results: (0..shards).map(|_| None).collect(),
             locs: Vec::new(),
             results_cap: 0,
-            for_flush: false,
-        }
-    }
-
-    /// A plan of a TCP connection whose replies leave through `accept::flush` only, which
-    /// writes out the log records they wait for (`ShardCtx::execute_for_flush`).
-    pub(crate) fn for_flush(shards: usize) -> Plan {
-        Plan {
-            for_flush: true,
-            ..Plan::new(shards)
-        }
-    }
-
-    /// Runs `ops` on this shard (`ctx`, the caller's) through the door the plan's replies
-    /// call for.
-    #[inline]
-    fn run_here(&self, ctx: &ShardCtx, ops: &[Op<'_>], r: &mut Results) {
-        if self.for_flush {
-            ctx.execute_for_flush(ops, r);
-        } else {
-            ctx.execute(ops, r);
         }
     }
 
@@ -173,7 +149,7 @@ impl Plan {
         let s = ctx.id;
         let mut r = self.results[s].take().unwrap_or_default();
         r.set_bytes_cap(self.results_cap);
-        self.run_here(ctx, &self.batches[s].ops(), &mut r);
+        ctx.execute(&self.batches[s].ops(), &mut r);
         self.results[s] = Some(r);
     }
 
@@ -190,7 +166,7 @@ impl Plan {
         let s = ctx.id;
         let mut r = self.results[s].take().unwrap_or_default();
         r.set_bytes_cap(self.results_cap);
-        self.run_here(ctx, ops, &mut r);
+        ctx.execute(ops, &mut r);
         self.results[s] = Some(r);
         // Where `result` finds each answer, as if `op` had planned them.
         self.locs.extend((0..ops.len()).map(|i| (s, i)));

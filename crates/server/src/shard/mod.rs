@@ -29,7 +29,7 @@ pub(crate) mod scan;
 pub(crate) mod snapshot;
 pub(crate) mod watches;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -122,8 +122,6 @@ pub(crate) struct ShardCtx {
     /// The store the logs belong to (shared by the shards), for replies that must wait for
     /// durability (`accept::flush`) and for INFO. `None` with `appendonly no`.
     pub(crate) store: Option<Arc<Store>>,
-    /// TCP connections this shard serves now (`accept::serve`).
-    pub(crate) conns: Cell<usize>,
 }
 
 impl ShardCtx {
@@ -145,21 +143,6 @@ impl ShardCtx {
     /// failure writes are refused and reads served (`persistence` module comment).
     #[inline]
     pub(crate) fn execute(&self, ops: &[Op<'_>], results: &mut Results) {
-        self.execute_logging(ops, results, false);
-    }
-
-    /// `execute` for a batch whose replies leave through `accept::flush` (a TCP connection's
-    /// plan): with another connection on this shard, its record is appended and written out
-    /// when the first reply of a batch that wrote is about to leave
-    /// (`log_written_for_replies`), so the records of the batches that ran in between share
-    /// one write(2). Alone, it is `execute`.
-    #[inline]
-    pub(crate) fn execute_for_flush(&self, ops: &[Op<'_>], results: &mut Results) {
-        self.execute_logging(ops, results, self.conns.get() > 1);
-    }
-
-    #[inline]
-    fn execute_logging(&self, ops: &[Op<'_>], results: &mut Results, defer: bool) {
         let mut e = self.engine.borrow_mut();
         let now = expiry::now_ms();
         e.set_now(now);
@@ -182,7 +165,7 @@ impl ShardCtx {
                         cas_before,
                         cas_after: e.cas_next(),
                     };
-                    let encode = |out: &mut Vec<u8>| {
+                    let logged = log.record(|out| {
                         encode_record(
                             out,
                             &head,
@@ -190,12 +173,7 @@ impl ShardCtx {
                             ops,
                             e.evicted_after_batch(),
                         )
-                    };
-                    let logged = if defer {
-                        log.append(encode, true)
-                    } else {
-                        log.record(encode)
-                    };
+                    });
                     if let Err(refusal) = logged {
                         results.refuse_writes(ops, refusal);
                     }
@@ -206,43 +184,6 @@ impl ShardCtx {
         let watched = self.watches.shard(self.id);
         watched.touched(ops, results);
         watched.expired(e.reclaimed_keys());
-    }
-
-    /// Before the replies of this shard's connection leave (`accept::flush`): writes out the
-    /// records of the batches run by `execute_for_flush` (deferred) unless written already,
-    /// after letting the other connections' tasks that are ready run first (their batches'
-    /// records join the same write(2)). False when a deferred record could not be written:
-    /// the store failed and the replies, which may acknowledge its writes, must not leave.
-    pub(crate) async fn log_written_for_replies(&self) -> bool {
-        let pending = |ctx: &ShardCtx| {
-            ctx.log
-                .borrow()
-                .as_ref()
-                .is_some_and(|l| !l.deferred_written())
-        };
-        if !pending(self) {
-            return true;
-        }
-        if self.conns.get() > 1 {
-            tokio::task::yield_now().await;
-        }
-        let mut log = self.log.borrow_mut();
-        let Some(log) = log.as_mut() else { return true };
-        if log.deferred_written() {
-            return true;
-        }
-        let _ = log.write_out();
-        log.deferred_written()
-    }
-
-    /// Writes out every record appended and not yet written (the deferred ones of
-    /// `execute_for_flush`), before something that may show their writes leaves this thread
-    /// other than through `accept::flush` (a reply to another shard's job) or a snapshot
-    /// rotates the log. A failure fails the store (`ShardLog::write_out`).
-    pub(crate) fn write_log_out(&self) {
-        if let Some(log) = self.log.borrow_mut().as_mut() {
-            let _ = log.write_out();
-        }
     }
 
     /// One step of the expiry sweep (`expiry.rs`): removes the expired keys of `buckets` main
@@ -470,7 +411,6 @@ pub(crate) fn run(s: ShardSpawn) {
             watches,
             store: log.as_ref().map(|l| l.store.clone()),
             log: RefCell::new(log),
-            conns: Cell::new(0),
         });
         tokio::task::spawn_local(job_loop(ctx.clone(), jobs));
         tokio::task::spawn_local(expiry::sweep(ctx.clone()));
@@ -510,9 +450,6 @@ pub(crate) fn run(s: ShardSpawn) {
 async fn job_loop(ctx: Rc<ShardCtx>, mut jobs: mpsc::Receiver<Job>) {
     while let Some(job) = jobs.recv().await {
         ctx.activity.touch();
-        // A reply to another shard may show the writes of batches whose records wait for
-        // their connections' replies (`execute_for_flush`): they are written first.
-        ctx.write_log_out();
         match job {
             Job::Execute {
                 batch,

@@ -167,10 +167,6 @@ impl ShardCtx {
         let Some(log) = log.as_mut() else {
             return Err(SnapshotFailed("persistence is off".into()));
         };
-        // The rotation begins after every record appended so far is in the old log (those
-        // `execute_for_flush` deferred included); a failure fails the store, and `begin`
-        // gives up.
-        let _ = log.write_out();
         snap::begin(&mut e, log, self.id)
     }
 
