@@ -101,6 +101,8 @@ enum Simple {
     Gets,
     /// Only GETs and PUTs (plain or replace-only) with valid keys and values.
     GetsPuts,
+    /// Only memcache operations (`op::mc`) with valid keys: memcached's gets and sets.
+    Memcache,
     /// Anything else: the general pipeline.
     No,
 }
@@ -115,6 +117,11 @@ fn simple_window(win: &[Op], limits: &Limits) -> Simple {
     let Some(first_other) = win.iter().position(|op| !valid_get(op)) else {
         return Simple::Gets;
     };
+    if first_other == 0 && win[0].kind.is_memcache() {
+        // Another protocol's batch never holds memcache operations: one test at its first.
+        let mc = win.iter().all(|op| op.kind.is_memcache() && key_ok(op));
+        return if mc { Simple::Memcache } else { Simple::No };
+    }
     let simple = win[first_other..].iter().all(|op| {
         matches!(op.kind, OpKind::Get | OpKind::Put | OpKind::PutXx)
             && key_ok(op)
