@@ -94,6 +94,13 @@ pub(crate) fn mc_get_reads(op: &Op, meta: Option<Meta>) -> bool {
         }
 }
 
+/// Whether `McGet` `op` only reads whatever the entry (`mc_get_reads` for every `meta`): no
+/// touch and no CAS wanted, memcached's `get`.
+#[inline(always)]
+pub(crate) fn mc_get_reads_always(op: &Op) -> bool {
+    op.kind == OpKind::McGet && op.arg.is_empty() && matches!(op.arg2, [] | [0])
+}
+
 /// `McGet`'s Ok data for a read (`mc_get_reads`): the value, then the trailer.
 #[inline(always)]
 pub(crate) fn push_read(out: &mut Vec<u8>, value: &[u8], deadline: u64, meta: Meta) {

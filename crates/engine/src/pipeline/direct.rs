@@ -205,6 +205,13 @@ impl Pipeline<'_> {
             }
             let i = base + p;
             self.stats.kinds[op.kind as usize].ops += 1;
+            // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
+            let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            // memcached's get, most of the operations: the read road, with no value to check.
+            if crate::memcache::mc_get_reads_always(op) {
+                self.mc_read(op, i, h, out);
+                continue;
+            }
             // The key's length was checked by `simple_window`; the value's is checked here,
             // as stage 2 checks it.
             if let Err(e) = validate_value(op, &self.limits) {
@@ -213,8 +220,6 @@ impl Pipeline<'_> {
                 out.finish(i, Status::Error(e), m);
                 continue;
             }
-            // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
-            let h = unsafe { hashes[p & RING_MASK].assume_init() };
             self.run_single(ops, i, h, out);
         }
     }
