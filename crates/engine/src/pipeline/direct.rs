@@ -80,8 +80,7 @@ impl Pipeline<'_> {
             (Simple::GetsPuts, false) => {
                 self.in_order_window::<false>(ops, base, end, records, out, simd)
             }
-            (Simple::Memcache, _) => self.memcache_window(ops, base, end, records, out),
-            (Simple::No, _) => unreachable!("not a simple window"),
+            (Simple::Memcache | Simple::No, _) => unreachable!("not a GET or PUT window"),
         }
     }
 
@@ -163,6 +162,55 @@ impl Pipeline<'_> {
             }
             self.run_single(ops, i, h, out);
         }
+    }
+
+    /// [`Pipeline::memcache_window`] out of line, compiled for x86-64-v3 where the CPU has it
+    /// (`S::WIDE`), as the GET and PUT windows are: kept apart from their loops, which inlining
+    /// it into `simple_window_wide` made the native protocol pay for (6 instructions per
+    /// operation, callgrind).
+    #[inline(always)]
+    pub(super) fn memcache_window_out_of_line<S: ByteMatch>(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        out: &mut Results,
+    ) {
+        if S::WIDE {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `S::WIDE` holds only for `Avx2`, whose values exist only where the CPU
+            // has the wide build's features. Called through an opaque pointer, as
+            // `simple_window_wide` is, so that LLVM does not inline it.
+            unsafe {
+                let f: unsafe fn(&mut Self, &[Op], usize, usize, &mut Results) =
+                    Self::memcache_window_wide;
+                std::hint::black_box(f)(self, ops, base, end, out)
+            };
+        } else {
+            self.memcache_window_baseline(ops, base, end, out);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
+    #[inline(never)]
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn memcache_window_wide(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        out: &mut Results,
+    ) {
+        let records = self.table.has_records();
+        self.memcache_window(ops, base, end, records, out);
+    }
+
+    #[inline(never)]
+    fn memcache_window_baseline(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) {
+        let records = self.table.has_records();
+        self.memcache_window(ops, base, end, records, out);
     }
 
     /// A window of memcache operations of valid keys (`ops[base..end]`), in forward mode,

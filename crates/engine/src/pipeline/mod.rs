@@ -119,11 +119,6 @@ fn simple_window(win: &[Op], limits: &Limits) -> Simple {
     let Some(first_other) = win.iter().position(|op| !valid_get(op)) else {
         return Simple::Gets;
     };
-    if first_other == 0 && win[0].kind.is_memcache() {
-        // Another protocol's batch never holds memcache operations: one test at its first.
-        let mc = win.iter().all(|op| op.kind.is_memcache() && key_ok(op));
-        return if mc { Simple::Memcache } else { Simple::No };
-    }
     let simple = win[first_other..].iter().all(|op| {
         matches!(op.kind, OpKind::Get | OpKind::Put | OpKind::PutXx)
             && key_ok(op)
@@ -131,6 +126,11 @@ fn simple_window(win: &[Op], limits: &Limits) -> Simple {
     });
     if simple {
         Simple::GetsPuts
+    } else if win[0].kind.is_memcache() && win.iter().all(|op| op.kind.is_memcache() && key_ok(op))
+    {
+        // Asked last, and only of a window that starts with one: another protocol's batch
+        // never holds memcache operations, so its windows pay one test at most.
+        Simple::Memcache
     } else {
         Simple::No
     }
@@ -211,6 +211,11 @@ impl Pipeline<'_> {
             } else {
                 simple_window(&ops[base..end], &self.limits)
             };
+            if kind == Simple::Memcache {
+                self.memcache_window_out_of_line::<S>(ops, base, end, out);
+                base = end;
+                continue;
+            }
             if kind != Simple::No {
                 if S::WIDE {
                     #[cfg(target_arch = "x86_64")]
