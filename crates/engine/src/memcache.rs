@@ -8,7 +8,8 @@
 //!   McGet     reply value ++ [flags][cas][deadline]; a touch sets the deadline (Touch);
 //!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch); one
 //!             that only reads (`mc_get_reads`: memcached's get) never comes here: the
-//!             pipeline answers it as a GET (`retire::run_single`, `push_read`)
+//!             pipeline answers it as a GET (`retire::run_single`, `push_read`; in a window
+//!             of memcache operations, `direct::memcache_window` by `retire::mc_read`)
 //!   McStore   add/replace/append/prepend conditions, then the CAS compare; the new item
 //!             takes the next CAS (or the given one); append/prepend keep flags, deadline
 //!   McDelete  the CAS compare, then Delete

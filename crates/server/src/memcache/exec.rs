@@ -11,7 +11,8 @@
 //!
 //! With one shard, the operations skip the plan's copy (`Ops`): gets and deletes reach the
 //! engine borrowing the request's bytes, the rest copied once, all in plan order, through
-//! `Plan::execute_direct` (the same door, the same batch as the plan would have run).
+//! `Plan::execute_direct` (the same door, the same batch as the plan would have run); a
+//! multi-get's answers are then read from the shard's results in that order (`Direct`).
 //!
 //! What is answered comes from the engine's status alone (memcached's words): Ok, NotFound,
 //! NotStored, CasMismatch, and errors (out of memory: `SERVER_ERROR out of memory storing
