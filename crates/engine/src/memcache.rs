@@ -8,7 +8,8 @@
 //!   McGet     reply value ++ [flags][cas][deadline]; a touch sets the deadline (Touch);
 //!             want_cas gives a meta-less entry meta (flags 0, the next CAS: Touch); one
 //!             that only reads (`mc_get_reads`: memcached's get) never comes here: the
-//!             pipeline answers it as a GET (`retire::run_single`, `push_read`)
+//!             pipeline answers it as a GET (`retire::run_single`, `push_read`; in a window
+//!             of memcache operations, `direct::memcache_window` by `retire::mc_read`)
 //!   McStore   add/replace/append/prepend conditions, then the CAS compare; the new item
 //!             takes the next CAS (or the given one); append/prepend keep flags, deadline
 //!   McDelete  the CAS compare, then Delete
@@ -92,6 +93,13 @@ pub(crate) fn mc_get_reads(op: &Op, meta: Option<Meta>) -> bool {
             [1] => meta.is_none_or(|m| m.is_some()),
             _ => false,
         }
+}
+
+/// Whether `McGet` `op` only reads whatever the entry (`mc_get_reads` for every `meta`): no
+/// touch and no CAS wanted, memcached's `get`.
+#[inline(always)]
+pub(crate) fn mc_get_reads_always(op: &Op) -> bool {
+    op.kind == OpKind::McGet && op.arg.is_empty() && matches!(op.arg2, [] | [0])
 }
 
 /// `McGet`'s Ok data for a read (`mc_get_reads`): the value, then the trailer.

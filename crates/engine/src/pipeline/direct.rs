@@ -13,6 +13,7 @@
 use std::mem::MaybeUninit;
 
 use super::{finish_get, Pipeline, Simple, PREFETCH_AHEAD, RING_MASK};
+use crate::apply::validate_value;
 use crate::config::WINDOW_MAX;
 use crate::hash::key_hash;
 use crate::op::{Op, OpKind, Results, Status};
@@ -79,7 +80,7 @@ impl Pipeline<'_> {
             (Simple::GetsPuts, false) => {
                 self.in_order_window::<false>(ops, base, end, records, out, simd)
             }
-            (Simple::No, _) => unreachable!("not a simple window"),
+            (Simple::Memcache | Simple::No, _) => unreachable!("not a GET or PUT window"),
         }
     }
 
@@ -157,6 +158,114 @@ impl Pipeline<'_> {
                 c.line_writes += 1;
                 let m = out.mark();
                 out.finish(i, Status::Ok, m);
+                continue;
+            }
+            self.run_single(ops, i, h, out);
+        }
+    }
+
+    /// [`Pipeline::memcache_window`] out of line, compiled for x86-64-v3 where the CPU has it
+    /// (`S::WIDE`), as the GET and PUT windows are: kept apart from their loops, which inlining
+    /// it into `simple_window_wide` made the native protocol pay for (6 instructions per
+    /// operation, callgrind).
+    #[inline(always)]
+    pub(super) fn memcache_window_out_of_line<S: ByteMatch>(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        out: &mut Results,
+    ) {
+        if S::WIDE {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `S::WIDE` holds only for `Avx2`, whose values exist only where the CPU
+            // has the wide build's features. Called through an opaque pointer, as
+            // `simple_window_wide` is, so that LLVM does not inline it.
+            unsafe {
+                let f: unsafe fn(&mut Self, &[Op], usize, usize, &mut Results) =
+                    Self::memcache_window_wide;
+                std::hint::black_box(f)(self, ops, base, end, out)
+            };
+        } else {
+            self.memcache_window_baseline(ops, base, end, out);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT.
+    #[inline(never)]
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn memcache_window_wide(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        out: &mut Results,
+    ) {
+        let records = self.table.has_records();
+        self.memcache_window(ops, base, end, records, out);
+    }
+
+    #[inline(never)]
+    fn memcache_window_baseline(&mut self, ops: &[Op], base: usize, end: usize, out: &mut Results) {
+        let records = self.table.has_records();
+        self.memcache_window(ops, base, end, records, out);
+    }
+
+    /// A window of memcache operations of valid keys (`ops[base..end]`), in forward mode,
+    /// without the reservation station: each runs to completion in request order
+    /// (`run_single`), as `in_order_window`'s do, for the same reason. A memcached get that
+    /// only reads is answered there the read-only way; the station would only have grouped a
+    /// key's operations, which at depth are a hot key's few (issue 21: the station was 97 of
+    /// the memcached port's 1167 instructions per operation, callgrind). A CAS unique goes by
+    /// position in the batch (`cas_at`), so it does not depend on the order either. Main
+    /// buckets are prefetched `PREFETCH_AHEAD` operations ahead and what they point to (items
+    /// with meta are records) half that distance ahead.
+    #[inline(always)]
+    fn memcache_window(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        records: bool,
+        out: &mut Results,
+    ) {
+        const HALF: usize = PREFETCH_AHEAD / 2;
+        let win = &ops[base..end];
+        // Uninitialized, as in `gets_window`.
+        let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
+        for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
+            let h = key_hash(op.key);
+            hashes[p & RING_MASK].write(h);
+            self.table.prefetch_bucket(h);
+        }
+        for (p, op) in win.iter().enumerate() {
+            if let Some(next) = win.get(p + PREFETCH_AHEAD) {
+                let h = key_hash(next.key);
+                hashes[(p + PREFETCH_AHEAD) & RING_MASK].write(h);
+                self.table.prefetch_bucket(h);
+            }
+            if p + HALF < win.len() {
+                // SAFETY: position p + HALF < p + PREFETCH_AHEAD was written above.
+                let h = unsafe { hashes[(p + HALF) & RING_MASK].assume_init() };
+                self.table.prefetch_second(h, records);
+            }
+            let i = base + p;
+            self.stats.kinds[op.kind as usize].ops += 1;
+            // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
+            let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            // memcached's get, most of the operations: the read road, with no value to check.
+            if crate::memcache::mc_get_reads_always(op) {
+                self.mc_read(op, i, h, out);
+                continue;
+            }
+            // The key's length was checked by `simple_window`; the value's is checked here,
+            // as stage 2 checks it.
+            if let Err(e) = validate_value(op, &self.limits) {
+                self.stats.errors += 1;
+                let m = out.mark();
+                out.finish(i, Status::Error(e), m);
                 continue;
             }
             self.run_single(ops, i, h, out);

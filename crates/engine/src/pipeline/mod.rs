@@ -4,13 +4,15 @@
 //!
 //! ```text
 //!  batch ──> window of up to `window` ops
-//!   forward mode, only valid GETs, or only valid GETs and PUTs (a scan decides: `simple_window`)
+//!   forward mode, only valid GETs, only valid GETs and PUTs, or only memcache operations
+//!   with valid keys (a scan decides: `simple_window`)
 //!     └─> direct.rs: no station; one loop compiled out of line hashes each key PREFETCH_AHEAD
 //!         ops ahead and prefetches its main bucket
 //!           GETs only       each answered from its main bucket; the undecided few (chain,
 //!                           record) finish in a second pass
 //!           GETs and PUTs   each op to completion in request order (a same-length replace
 //!                           of an inline value in place)
+//!           memcache        each op to completion in request order (`run_single`)
 //!   anything else (and every window in stall mode)
 //!     stage 1  mod.rs      hash every key (xxh3-64), prefetch the main buckets of the first
 //!                          PREFETCH_AHEAD, mark runs of one key; then, in forward mode with
@@ -36,8 +38,8 @@
 //! forwarding, write-back, replay). What one operation does to one value is `apply.rs`'s.
 //!
 //! Why the direct roads are safe: with no write in a window every order of its GETs gives the
-//! same results; with only GETs and PUTs run in request order, a later operation on a key sees
-//! the earlier ones' effects with nothing to serialize. What the station would add is
+//! same results; with only GETs and PUTs (or memcache operations) run in request order, a later
+//! operation on a key sees the earlier ones' effects with nothing to serialize. What the station would add is
 //! forwarding, which saves a key's later lookups in the window; those hit the cache anyway.
 //! Atomics, vector operations and the rest, where forwarding merges a hot key's operations into
 //! one write-back, always go through the station. In a window with other writes, the GETs whose
@@ -101,6 +103,8 @@ enum Simple {
     Gets,
     /// Only GETs and PUTs (plain or replace-only) with valid keys and values.
     GetsPuts,
+    /// Only memcache operations (`op::mc`) with valid keys: memcached's gets and sets.
+    Memcache,
     /// Anything else: the general pipeline.
     No,
 }
@@ -122,6 +126,11 @@ fn simple_window(win: &[Op], limits: &Limits) -> Simple {
     });
     if simple {
         Simple::GetsPuts
+    } else if win[0].kind.is_memcache() && win.iter().all(|op| op.kind.is_memcache() && key_ok(op))
+    {
+        // Asked last, and only of a window that starts with one: another protocol's batch
+        // never holds memcache operations, so its windows pay one test at most.
+        Simple::Memcache
     } else {
         Simple::No
     }
@@ -202,6 +211,11 @@ impl Pipeline<'_> {
             } else {
                 simple_window(&ops[base..end], &self.limits)
             };
+            if kind == Simple::Memcache {
+                self.memcache_window_out_of_line::<S>(ops, base, end, out);
+                base = end;
+                continue;
+            }
             if kind != Simple::No {
                 if S::WIDE {
                     #[cfg(target_arch = "x86_64")]

@@ -198,19 +198,7 @@ impl Pipeline<'_> {
         if op.kind == OpKind::McGet
             && crate::memcache::mc_get_reads(op, loc.as_ref().map(|l| l.meta()))
         {
-            let status = match &loc {
-                Some(l) => {
-                    if !op.no_return {
-                        let v = self.table.value(l);
-                        crate::memcache::push_read(out.buf(), v, l.deadline(), l.meta());
-                    }
-                    Status::Ok
-                }
-                None => Status::NotFound,
-            };
-            out.finish(i, status, start);
-            self.stats.charge(op.kind, self.access);
-            return;
+            return self.finish_mc_read(op, i, loc, start, out);
         }
         let cur = loc.as_ref().map(|l| self.table.value(l));
         let mut item = loc.as_ref().map_or(Item::NONE, item_of);
@@ -235,6 +223,42 @@ impl Pipeline<'_> {
         if matches!(status, Status::Error(_)) {
             self.stats.errors += 1;
         }
+        out.finish(i, status, start);
+        self.stats.charge(op.kind, self.access);
+    }
+
+    /// A memcached get that only reads whatever the entry (`memcache::mc_get_reads_always`: memcached's `get`),
+    /// from a window without the station (`memcache_window`): `run_single`'s read road
+    /// without its call and its tests of the other kinds.
+    #[inline(always)]
+    pub(super) fn mc_read(&mut self, op: &Op, i: usize, h: u64, out: &mut Results) {
+        self.access.clear();
+        let loc = self.lookup_live(op.key, h);
+        let start = out.mark();
+        self.finish_mc_read(op, i, loc, start, out);
+    }
+
+    /// Answers `McGet` `op` (operation `i`), which only reads (`mc_get_reads`), from the entry
+    /// at `loc`, the way a GET is answered: the value and the item's flags, CAS and deadline.
+    #[inline(always)]
+    fn finish_mc_read(
+        &mut self,
+        op: &Op,
+        i: usize,
+        loc: Option<Loc>,
+        start: usize,
+        out: &mut Results,
+    ) {
+        let status = match &loc {
+            Some(l) => {
+                if !op.no_return {
+                    let v = self.table.value(l);
+                    crate::memcache::push_read(out.buf(), v, l.deadline(), l.meta());
+                }
+                Status::Ok
+            }
+            None => Status::NotFound,
+        };
         out.finish(i, status, start);
         self.stats.charge(op.kind, self.access);
     }

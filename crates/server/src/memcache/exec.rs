@@ -11,7 +11,8 @@
 //!
 //! With one shard, the operations skip the plan's copy (`Ops`): gets and deletes reach the
 //! engine borrowing the request's bytes, the rest copied once, all in plan order, through
-//! `Plan::execute_direct` (the same door, the same batch as the plan would have run).
+//! `Plan::execute_direct` (the same door, the same batch as the plan would have run); a
+//! multi-get's answers are then read from the shard's results in that order (`Direct`).
 //!
 //! What is answered comes from the engine's status alone (memcached's words): Ok, NotFound,
 //! NotStored, CasMismatch, and errors (out of memory: `SERVER_ERROR out of memory storing
@@ -26,7 +27,7 @@
 //! win states (`I` marks nothing stale: md I deletes, ms I is ignored; no `X` or `Z`).
 
 use directkv_engine::mc::{self, ArithArgs, ItemMeta, StoreArgs};
-use directkv_engine::{Op, OpError, Status, NO_DEADLINE};
+use directkv_engine::{Op, OpError, Results, Status, NO_DEADLINE};
 use directkv_proto::memcache::{
     write_client_error, write_error, write_number, write_server_error, write_status, write_value,
     Keys, MemcacheError, MetaFlags, MetaKey, Request, Status as Word, StoreMode, KEY_BYTES_MAX,
@@ -580,8 +581,16 @@ impl<'a> Planner<'_, 'a> {
         } else if !plan.is_empty() {
             dispatch::execute(ctx, plan).await;
         }
+        let direct = Direct {
+            ops: &run,
+            results: if run.is_empty() {
+                None
+            } else {
+                plan.results_of(ctx.id)
+            },
+        };
         for p in self.pending.drain(..) {
-            render(&p, plan, &run, *now_ms, tally, out);
+            render(&p, plan, &direct, *now_ms, tally, out);
         }
         run.clear();
         self.planned = recycle(run);
@@ -666,12 +675,20 @@ pub(super) fn u64_at(data: &[u8], at: usize) -> u64 {
         .map_or(0, u64::from_le_bytes)
 }
 
-/// Appends the answer of `p`. `ops`: the operations as the engine ran them with one shard
-/// (`Ops`; empty with several), where a get's keys are found without splitting its line again.
+/// With one shard (`Ops`), the operations as the engine ran them and their results, in plan
+/// order: a get's keys are found there without splitting its line again, and its answers
+/// without the plan's lookup of each (`Plan::result`). With several, `ops` is empty and
+/// `results` None.
+struct Direct<'r, 'a> {
+    ops: &'r [Op<'a>],
+    results: Option<&'r Results>,
+}
+
+/// Appends the answer of `p`.
 fn render(
     p: &Pending<'_>,
     plan: &Plan,
-    ops: &[Op<'_>],
+    direct: &Direct<'_, '_>,
     now: u64,
     tally: &mut Tally,
     out: &mut Vec<u8>,
@@ -693,11 +710,11 @@ fn render(
             };
             let mut words = keys.iter();
             for i in 0..keys.len() {
-                let key = match ops.get(first + i) {
-                    Some(op) => op.key,
-                    None => words.next().unwrap_or_default(),
+                let (key, result) = match (direct.ops.get(first + i), direct.results) {
+                    (Some(op), Some(r)) => (op.key, (r.status(first + i), r.data(first + i))),
+                    _ => (words.next().unwrap_or_default(), plan.result(first + i)),
                 };
-                match plan.result(first + i) {
+                match result {
                     (Status::Ok, data) => {
                         let (value, meta) =
                             mc::split_get(data).unwrap_or((&[], ItemMeta::default()));

@@ -172,6 +172,13 @@ impl Plan {
         self.locs.extend((0..ops.len()).map(|i| (s, i)));
     }
 
+    /// The results of shard `s`'s last batch: after `execute_direct`, operation `i`'s are at
+    /// index `i`, so a protocol answering many of them reads them without `result`'s lookup.
+    #[inline]
+    pub(crate) fn results_of(&self, s: usize) -> Option<&Results> {
+        self.results[s].as_ref()
+    }
+
     /// Status and data of planned operation `op`, once its shard's batch ran.
     #[inline]
     pub(crate) fn result(&self, op: usize) -> (Status, &[u8]) {
