@@ -20,7 +20,7 @@
 //! shard's store is its snapshot plus the replay, in order, of every batch after it. Each
 //! executed batch with a write becomes one log record (its write ops and its `now`,
 //! deadlines absolute), appended before its replies leave; a group of batches is written by
-//! one write(2) and, under `always`, made durable by one fdatasync before any of their
+//! one write(2) (or one copy into the mapped file: `log::Mapped`) and, under `always`, made durable by one fdatasync before any of their
 //! replies leave. So:
 //!
 //! | appendfsync | a reply leaves after            | kill -9 loses | power loss loses         |

@@ -10,8 +10,9 @@
 //! ```
 //!
 //! Writer: `append` frames a record into a buffer in memory and returns its [`Lsn`];
-//! `write_out` hands everything appended since to the file in one write(2) (more only after a
-//! short write); `sync` adds one fdatasync and returns the durable Lsn. A shard appends each
+//! `write_out` hands everything appended since to the file: on a real file one copy into a
+//! shared mapping of it (`Mapped`: no system call but the file's allocation and page faults
+//! ahead), otherwise one write(2) (more only after a short write); `sync` adds one fdatasync and returns the durable Lsn. A shard appends each
 //! executed batch, and one `write_out` (and, under `appendfsync always`, one `sync`) serves
 //! every batch of a group before their replies leave. After any write or sync error the
 //! writer refuses everything (`LogError::Failed`): after a failed fsync Linux may have dropped

@@ -771,7 +771,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "aof_writes",
         "directkv_aof_writes_total",
         Kind::Counter,
-        "write(2) calls of the shards' logs.",
+        "Writes of the shards' logs (a copy into the mapped log file, or a write(2)).",
         |s| s.persist.writes.load(Ordering::Relaxed),
     ),
     server(

@@ -4,7 +4,8 @@
 //! shard's engine from its snapshot and log before the shards start.
 //!
 //! ```text
-//!   shard i:  ShardCtx::execute ─ engine ─> ShardLog::record ── append + write(2) ──> log-i
+//!   shard i:  ShardCtx::execute ─ engine ─> ShardLog::record ── append + store ───> log-i
+//!                                     (a copy into the mapped file: `directkv_persist::log`)
 //!                                             (written_lsn[i])                         │
 //!   sync thread:  each second (everysec), or when a reply waits (always):  fdatasync ──┘
 //!                                             (durable_lsn[i], round done)
@@ -22,7 +23,8 @@
 //! step on a thread of its own, and it groups: one fdatasync covers every record written
 //! before it started, whichever connection or shard wrote it (group commit).
 //!
-//! **When a reply may leave.** A batch's record is written (write(2) returned) inside
+//! **When a reply may leave.** A batch's record is written (stored in the file's page cache)
+//! inside
 //! `ShardCtx::execute`, before `execute` returns, so under `no` and `everysec` every reply of
 //! every protocol leaves after its record is in the file (kill -9 cannot lose it). Under
 //! `always`, a connection waits in `accept::flush` for a sync round that started after its
@@ -88,7 +90,8 @@ pub(crate) struct PersistStats {
     pub(crate) records: AtomicU64,
     /// Bytes written to the shards' logs (framed records).
     pub(crate) log_bytes: AtomicU64,
-    /// write(2) calls of the shards' logs.
+    /// Writes of the shards' logs (`LogWriter::write_out`: a copy into the mapped file, or a
+    /// write(2)).
     pub(crate) writes: AtomicU64,
     /// fdatasync calls of the sync thread, and how long they took.
     pub(crate) fsyncs: AtomicU64,
@@ -123,7 +126,7 @@ impl PersistStats {
 
 /// One shard's log as the sync thread sees it.
 struct ShardSync {
-    /// The last Lsn whose record is in the file (set by the shard after each write(2)).
+    /// The last Lsn whose record is in the file (set by the shard after each write).
     written: AtomicU64,
     /// The last Lsn the sync thread made durable.
     durable: AtomicU64,
