@@ -165,15 +165,30 @@ fn put_ops<'o, 'a: 'o>(out: &mut Vec<u8>, ops: impl IntoIterator<Item = &'o Op<'
     out.extend_from_slice(&0u32.to_le_bytes());
     let mut n = 0u32;
     for op in ops {
-        out.push(op.kind as u8);
-        out.push(op.elem.code());
-        out.extend_from_slice(&op.func.to_le_bytes());
-        for part in [op.key, op.arg, op.arg2] {
-            put_len(out, part.len());
+        let (key, arg, arg2) = (op.key, op.arg, op.arg2);
+        let func = op.func.to_le_bytes();
+        out.reserve(OP_BYTES_MIN + key.len() + arg.len() + arg2.len());
+        if (key.len() | arg.len() | arg2.len()) < 0x80 {
+            // Every length fits one LEB128 byte (every op of small keys and values): the op
+            // header in one copy, into room reserved for the whole op.
+            out.extend_from_slice(&[
+                op.kind as u8,
+                op.elem.code(),
+                func[0],
+                func[1],
+                key.len() as u8,
+                arg.len() as u8,
+                arg2.len() as u8,
+            ]);
+        } else {
+            out.extend_from_slice(&[op.kind as u8, op.elem.code(), func[0], func[1]]);
+            for part in [key, arg, arg2] {
+                put_len(out, part.len());
+            }
         }
-        out.extend_from_slice(op.key);
-        out.extend_from_slice(op.arg);
-        out.extend_from_slice(op.arg2);
+        out.extend_from_slice(key);
+        out.extend_from_slice(arg);
+        out.extend_from_slice(arg2);
         n += 1;
     }
     out[at..at + 4].copy_from_slice(&n.to_le_bytes());
