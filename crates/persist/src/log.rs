@@ -68,6 +68,8 @@ pub const LOG_ALLOCATE_BYTES: u64 = 4 << 20;
 /// pages of a mapping count in the process's RSS while it lasts (64 MiB showed as +106 MB of
 /// RSS in `bench compare`), so it is kept small; a new mapping costs two system calls.
 pub const LOG_WINDOW_BYTES: usize = 8 << 20;
+/// ENOSPC (Linux, x86-64 and others): the disk is full.
+const ENOSPC: i32 = 28;
 /// Pages of a mapped log are faulted in this many bytes at a time, ahead of the records.
 pub const LOG_POPULATE_BYTES: u64 = 256 << 10;
 
@@ -545,12 +547,21 @@ impl Mapped {
     fn store(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
         use directkv_sys::mapping::{allocate, FileWindow};
         let end = at + bytes.len() as u64;
-        if end > self.allocated {
-            let to = end.div_ceil(LOG_ALLOCATE_BYTES) * LOG_ALLOCATE_BYTES;
-            allocate(self.fd, self.allocated, to - self.allocated)?;
-            self.allocated = to;
-        }
         let page = directkv_sys::mapping::page_size() as u64;
+        if end > self.allocated {
+            let ahead = end.div_ceil(LOG_ALLOCATE_BYTES) * LOG_ALLOCATE_BYTES;
+            self.allocated = match allocate(self.fd, self.allocated, ahead - self.allocated) {
+                Ok(()) => ahead,
+                // A disk with less than the step free still takes the records it has room
+                // for: what this store needs, to the page.
+                Err(e) if e.raw_os_error() == Some(ENOSPC) => {
+                    let needed = end.div_ceil(page) * page;
+                    allocate(self.fd, self.allocated, needed - self.allocated)?;
+                    needed
+                }
+                Err(e) => return Err(e),
+            };
+        }
         let (mut at, mut rest) = (at, bytes);
         while !rest.is_empty() {
             let window = match &mut self.window {
@@ -565,10 +576,11 @@ impl Mapped {
             };
             let n = rest.len().min((window.end() - at) as usize);
             if at + n as u64 > self.populated {
-                // The pages ahead faulted in at once (the file is allocated up to a multiple
-                // of LOG_POPULATE_BYTES): a fault per page cost the shard ~6% of its CPU.
+                // The pages ahead faulted in at once, up to the allocated end: a fault per
+                // page cost the shard ~6% of its CPU.
                 let from = self.populated.max(at) / page * page;
-                let to = (at + n as u64).div_ceil(LOG_POPULATE_BYTES) * LOG_POPULATE_BYTES;
+                let to = ((at + n as u64).div_ceil(LOG_POPULATE_BYTES) * LOG_POPULATE_BYTES)
+                    .min(self.allocated);
                 let _ = window.populate(from, to - from);
                 self.populated = to.min(window.end());
             }
