@@ -12,9 +12,10 @@
 //! Writer: `append` frames a record into a buffer in memory and returns its [`Lsn`];
 //! `write_out` hands everything appended since to the file: on a real file one copy into a
 //! shared mapping of it (`Mapped`: no system call but the file's allocation and page faults
-//! ahead), otherwise one write(2) (more only after a short write); `sync` adds one fdatasync and returns the durable Lsn. A shard appends each
-//! executed batch, and one `write_out` (and, under `appendfsync always`, one `sync`) serves
-//! every batch of a group before their replies leave. After any write or sync error the
+//! ahead), otherwise one write(2) (more only after a short write); `sync` adds one fdatasync
+//! and returns the durable Lsn. A shard appends each executed batch, and one `write_out`
+//! (and, under `appendfsync always`, one `sync`) serves every batch of a group before their
+//! replies leave. After any write or sync error the
 //! writer refuses everything (`LogError::Failed`): after a failed fsync Linux may have dropped
 //! the dirty pages, so retrying could acknowledge data that is not on the disk; the way back is
 //! to reopen the file (`LogWriter::open`), which rereads what really is there.
@@ -68,8 +69,6 @@ pub const LOG_ALLOCATE_BYTES: u64 = 4 << 20;
 /// pages of a mapping count in the process's RSS while it lasts (64 MiB showed as +106 MB of
 /// RSS in `bench compare`), so it is kept small; a new mapping costs two system calls.
 pub const LOG_WINDOW_BYTES: usize = 8 << 20;
-/// ENOSPC (Linux, x86-64 and others): the disk is full.
-const ENOSPC: i32 = 28;
 /// Pages of a mapped log are faulted in this many bytes at a time, ahead of the records.
 pub const LOG_POPULATE_BYTES: u64 = 256 << 10;
 
@@ -246,7 +245,7 @@ pub struct LogWriter {
 /// of it, which puts them in the page cache as write(2) does: a kill -9 cannot lose them and
 /// fdatasync makes them durable. A write(2) of a batch's record cost the shard ~2 us of CPU
 /// (ext4's write path per call; BENCHMARKS "Session 17"); a copy costs what its bytes do,
-/// plus one page fault per 4 KiB. The file's tail past the last record reads as zeros until
+/// plus the pages faulted in ahead (`LOG_POPULATE_BYTES` at a time). The file's tail past the last record reads as zeros until
 /// it is cut on drop; a crash leaves it, and `scan` takes zeros after the last record for the
 /// end of the log (a record never starts with zero bytes: its header checksum is not zero
 /// for a zero header).
@@ -554,7 +553,7 @@ impl Mapped {
                 Ok(()) => ahead,
                 // A disk with less than the step free still takes the records it has room
                 // for: what this store needs, to the page.
-                Err(e) if e.raw_os_error() == Some(ENOSPC) => {
+                Err(e) if e.kind() == io::ErrorKind::StorageFull => {
                     let needed = end.div_ceil(page) * page;
                     allocate(self.fd, self.allocated, needed - self.allocated)?;
                     needed
