@@ -46,7 +46,11 @@
 //! MySQL's `binlog_group_commit_sync_delay`/`binlog_group_commit_sync_no_delay_count`; here
 //! the count to wait for is learnt from the last round instead of configured. The delay
 //! changes only when a round begins: a reply still leaves only after a round that began after
-//! its writes.
+//! its writes. The sync thread sleeps until the ask that completes the group (or the delay's
+//! end), not until the first ask, and an ask notifies it after releasing the lock: with the
+//! shard and the sync thread on one core, waking it at the first ask and from under the lock
+//! cost about four context switches per round (`log-sync` went from ~8 to ~3.5 sleeps per
+//! round, the shard's preemptions from ~5 to ~2).
 //!
 //! ```text
 //!   round k ──fdatasync──┤ answers A1 A2          round k+1 ──fdatasync──┤
@@ -65,7 +69,7 @@ pub(crate) mod snapshot;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use directkv_persist::fs::{Fs, FsFile};
@@ -167,8 +171,12 @@ struct Rounds {
     done: u64,
     stop: bool,
     /// The sync thread sleeps until `requested` reaches this (`u64::MAX`: it is not waiting
-    /// for asks), so that only the ask it waits for pays a wake-up.
+    /// for asks), so that only the ask it waits for pays a wake-up: under `always` with a
+    /// group commit delay, the ask that completes the group, not the first one.
     wake_at: u64,
+    /// When the first ask not yet taken by a round was made (the group commit delay's
+    /// accounting: how long a round's first batch waited for the others).
+    first_ask: Option<Instant>,
 }
 
 impl Default for Rounds {
@@ -178,6 +186,7 @@ impl Default for Rounds {
             done: 0,
             stop: false,
             wake_at: u64::MAX,
+            first_ask: None,
         }
     }
 }
@@ -419,11 +428,21 @@ impl Store {
     fn ask_round(&self) -> u64 {
         let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
         r.requested += 1;
-        if r.requested >= r.wake_at {
+        if r.first_ask.is_none() {
+            r.first_ask = Some(Instant::now());
+        }
+        let wake = r.requested >= r.wake_at;
+        if wake {
             r.wake_at = u64::MAX;
+        }
+        let asked = r.requested;
+        // Notified after the lock is released: on one core the woken sync thread preempts
+        // the asker, and would otherwise block at once on the lock the asker still holds.
+        drop(r);
+        if wake {
             self.work.notify_one();
         }
-        r.requested
+        asked
     }
 
     /// Shard `shard` rotated its log (`snapshot::begin`, on the shard's thread, which writes
@@ -551,7 +570,21 @@ impl Store {
             let (target, stop) = {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
-                    if r.stop || r.requested > r.done {
+                    if r.stop {
+                        break;
+                    }
+                    let now = Instant::now();
+                    // Until when a round asked for now would wait for more asks (`None`:
+                    // no group commit delay applies).
+                    let until = match self.policy() {
+                        AppendFsync::Always => grouping.hold_until(
+                            r.requested.max(r.done + 1),
+                            Duration::from_micros(self.stats.live.group_commit_delay_us()),
+                        ),
+                        _ => None,
+                    }
+                    .filter(|u| *u > now);
+                    if r.requested > r.done && until.is_none() {
                         break;
                     }
                     // Under `always` and `no` the wait is bounded too, so that a CONFIG SET
@@ -561,18 +594,24 @@ impl Store {
                         if self.policy() == AppendFsync::Everysec {
                             break;
                         }
-                        last = Instant::now();
+                        last = now;
                         continue;
                     }
-                    r.wake_at = r.done + 1;
+                    // One wake-up per round: the first ask, or while the delay runs, the ask
+                    // that completes the group (the delay's end wakes it otherwise).
+                    let (wake_at, timeout) = match until {
+                        Some(u) => (grouping.expect(), left.min(u - now)),
+                        None => (r.done + 1, left),
+                    };
+                    r.wake_at = wake_at;
                     r = self
                         .work
-                        .wait_timeout(r, left)
+                        .wait_timeout(r, timeout)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
                 r.wake_at = u64::MAX;
-                let r = self.hold(r, &grouping);
+                self.count_hold(&mut r, &grouping);
                 (r.requested, r.stop)
             };
             last = Instant::now();
@@ -599,44 +638,31 @@ impl Store {
         }
     }
 
-    /// The group commit delay: under `always`, before a round that was asked for begins,
-    /// waits (the lock released) while fewer asks are in than `grouping` expects, until
-    /// `group_commit_delay_us` after the last round ended (module comment).
-    fn hold<'a>(
-        &self,
-        mut r: MutexGuard<'a, Rounds>,
-        grouping: &Grouping,
-    ) -> MutexGuard<'a, Rounds> {
+    /// The group commit delay's counters for the round beginning now: whether it waited
+    /// for more asks after its first (`group_commit_delay_us` had not run out when the first
+    /// was made and it did not complete the group), how long, and whether it began at the
+    /// delay's end with fewer asks than expected. Takes the round's first ask.
+    fn count_hold(&self, r: &mut Rounds, grouping: &Grouping) {
+        let Some(first) = r.first_ask.take() else {
+            return;
+        };
         if r.stop || r.requested <= r.done || self.policy() != AppendFsync::Always {
-            return r;
+            return;
         }
         let delay = Duration::from_micros(self.stats.live.group_commit_delay_us());
-        let Some(until) = grouping.hold_until(r.requested, delay) else {
-            return r;
+        let Some(until) = grouping.hold_until(r.done + 1, delay) else {
+            return;
         };
-        let start = Instant::now();
-        if start >= until {
-            return r;
+        if first >= until {
+            return;
         }
         let st = &self.stats.persist;
         st.group_commit_waits.fetch_add(1, Ordering::Relaxed);
-        while !r.stop && r.requested < grouping.expect() {
-            let now = Instant::now();
-            if now >= until {
-                st.group_commit_timeouts.fetch_add(1, Ordering::Relaxed);
-                break;
-            }
-            r.wake_at = grouping.expect();
-            r = self
-                .work
-                .wait_timeout(r, until - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        if r.requested < grouping.expect() {
+            st.group_commit_timeouts.fetch_add(1, Ordering::Relaxed);
         }
-        r.wake_at = u64::MAX;
         st.group_commit_wait_us
-            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        r
+            .fetch_add(first.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Stops the sync thread after a last round (the server's shards have stopped).

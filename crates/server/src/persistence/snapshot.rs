@@ -67,11 +67,9 @@ use tokio::sync::{watch, Notify};
 
 use super::{log_limits, Rotation, ShardLog, Store};
 
-/// Main buckets of the index one step of a snapshot reads; the shard's task yields after each
-/// step, so a busy shard runs about one step per batch of each ready connection. 16 buckets
-/// per batch of 64 operations kept YCSB-A at 0.80x of its rate without a snapshot, 64 at 0.54x
-/// (docs/persistence.md "While one runs"); an idle shard steps back to back (a 1 M-bucket
-/// image in 65 k steps).
+/// Main buckets of the index one step of a snapshot reads: the granularity at which the
+/// shard's task checks the clock within a slice (`shard::snapshot::SNAPSHOT_SLICE`), a few
+/// microseconds of work (docs/persistence.md "While one runs").
 pub const SNAPSHOT_STEP_BUCKETS: u64 = 16;
 /// How often a shard checks whether its log has grown enough for an automatic snapshot.
 pub const AUTO_CHECK_INTERVAL: Duration = Duration::from_millis(100);
