@@ -1,28 +1,3 @@
-//! Batch records: the payload of one log record, the write operations of one executed batch
-//! and the batch's `now`, so replaying it through `Engine::execute` after `Engine::set_now`
-//! gives the same store.
-//!
-//! ```text
-//!   payload = now u64 | ops u32 | op*                      (little-endian)
-//!   op      = kind u8 | elem u8 | func u16 | key_len v | arg_len v | arg2_len v | key | arg | arg2
-//!             (v: unsigned LEB128, at most 5 bytes, at most u32::MAX)
-//! ```
-//!
-//! The encoding is the `Op` itself, field by field, and does not look at what the kind means:
-//! a kind is its code (`OpKind as u8`), deadlines are whatever absolute values the op's
-//! arguments carry (`expire_args`), so a new op kind is logged without a change here and a
-//! decoder that does not know a code refuses the record (`BatchError::UnknownKind`) rather
-//! than guess. Which ops to log is `OpKind::writes`. A write that failed (an NX put on an
-//! existing key) is logged all the same: replayed in order at the same `now` it fails again,
-//! and deciding which ops changed the store would need the engine's results, which a
-//! deterministic engine makes unnecessary.
-//!
-//! Not here: operations whose outcome replay cannot reproduce from the op alone (a user
-//! function registered at run time that a restarted server may not have) must be logged by
-//! the server as the value they produced (a `Put`); eviction and active expiry as `Delete`s.
-//! An 8-byte key with an 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of
-//! data).
-
 //! Batch records: the payload of one log record, what one executed batch changed in a shard's
 //! store, so that replaying the records in order after `Engine::set_now` gives the same store.
 //!

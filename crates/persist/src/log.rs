@@ -69,7 +69,8 @@ pub const LOG_ALLOCATE_BYTES: u64 = 4 << 20;
 /// pages of a mapping count in the process's RSS while it lasts (64 MiB showed as +106 MB of
 /// RSS in `bench compare`), so it is kept small; a new mapping costs two system calls.
 pub const LOG_WINDOW_BYTES: usize = 8 << 20;
-/// Pages of a mapped log are faulted in this many bytes at a time, ahead of the records.
+/// Pages of a mapped log are put in the page cache (zeros written) this many bytes at a
+/// time, ahead of the records.
 pub const LOG_POPULATE_BYTES: u64 = 256 << 10;
 
 /// A record's sequence number: the first record of a store is 1, each next one is one more,
@@ -245,8 +246,9 @@ pub struct LogWriter {
 /// of it, which puts them in the page cache as write(2) does: a kill -9 cannot lose them and
 /// fdatasync makes them durable. A write(2) of a batch's record cost the shard ~2 us of CPU
 /// (ext4's write path per call; BENCHMARKS "Session 17"); a copy costs what its bytes do,
-/// plus the pages faulted in ahead (`LOG_POPULATE_BYTES` at a time). The file's tail past the last record reads as zeros until
-/// it is cut on drop; a crash leaves it, and `scan` takes zeros after the last record for the
+/// plus putting the pages ahead in the page cache (`LOG_POPULATE_BYTES` at a time: see
+/// `LogWriter::set_ahead`). The file's tail past the last record reads as zeros until it is
+/// cut on drop; a crash leaves it, and `scan` takes zeros after the last record for the
 /// end of the log (a record never starts with zero bytes: its header checksum is not zero
 /// for a zero header).
 struct Mapped {
@@ -254,8 +256,27 @@ struct Mapped {
     window: Option<directkv_sys::mapping::FileWindow>,
     /// The file's length as allocated: records may be stored up to here.
     allocated: u64,
-    /// The pages of the file before this offset were faulted in for writing.
+    /// The pages of the file before this offset are in the page cache for writing.
     populated: u64,
+    /// How pages ahead are put there (`LogWriter::set_ahead`).
+    ahead: Ahead,
+    /// The file opened once more for writing at an offset, for `Ahead::Zeros`: the log's own
+    /// descriptor appends (O_APPEND), and Linux's pwrite(2) on such a descriptor appends too,
+    /// whatever the offset. `None` if it could not be opened: pages are faulted in instead.
+    zeros: Option<std::fs::File>,
+}
+
+/// How a mapped log puts the pages ahead of its records in the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// Zeros written over them (pwrite): the cheapest (~0.75 us per 4 KiB page, the store's
+    /// fault included, against 1.2-4 us), but the pages are dirty, so the next fdatasync
+    /// writes the zeros out too. Right when syncs are rare (`everysec`, `no`).
+    Zeros,
+    /// Faulted in through the mapping (`MADV_POPULATE_WRITE`): clean until a record lands in
+    /// them, so a sync writes only the records' pages. Right when every group of batches is
+    /// synced (`always`): the zeros' writes made its fdatasync 10-20% slower.
+    Faults,
 }
 
 impl std::fmt::Debug for LogWriter {
@@ -370,6 +391,8 @@ impl LogWriter {
             window: None,
             allocated: file_bytes,
             populated: 0,
+            ahead: Ahead::Zeros,
+            zeros: std::fs::OpenOptions::new().write(true).open(path).ok(),
         });
         LogWriter {
             path: path.to_path_buf(),
@@ -511,6 +534,14 @@ impl LogWriter {
         }
     }
 
+    /// How the pages ahead of the records are put in the page cache, when the log is stored
+    /// through a mapping (a log on a real file); the server sets it from its fsync policy.
+    pub fn set_ahead(&mut self, ahead: Ahead) {
+        if let Some(m) = &mut self.mapped {
+            m.ahead = ahead;
+        }
+    }
+
     /// The Lsn the next `append` gets.
     pub fn next_lsn(&self) -> Lsn {
         self.next_lsn
@@ -545,6 +576,7 @@ impl Mapped {
     /// the file ahead as needed.
     fn store(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
         use directkv_sys::mapping::{allocate, FileWindow};
+        use std::os::fd::AsRawFd;
         let end = at + bytes.len() as u64;
         let page = directkv_sys::mapping::page_size() as u64;
         if end > self.allocated {
@@ -575,12 +607,20 @@ impl Mapped {
             };
             let n = rest.len().min((window.end() - at) as usize);
             if at + n as u64 > self.populated {
-                // The pages ahead faulted in at once, up to the allocated end: a fault per
-                // page cost the shard ~6% of its CPU.
-                let from = self.populated.max(at) / page * page;
+                // The pages ahead put in the page cache at once, up to the allocated end
+                // (`Ahead`): zeros are written past the records only (from `at` or what was
+                // put there already), faults may start at `at`'s page (they change nothing).
+                // A store into a page not in the cache has its fault read it first, a page at
+                // a time: ~4% of a saturated shard under everysec.
+                let from = self.populated.max(at);
                 let to = ((at + n as u64).div_ceil(LOG_POPULATE_BYTES) * LOG_POPULATE_BYTES)
                     .min(self.allocated);
-                let _ = window.populate(from, to - from);
+                let _ = match (self.ahead, &self.zeros) {
+                    (Ahead::Zeros, Some(f)) => {
+                        directkv_sys::mapping::write_zeros(f.as_raw_fd(), from, to - from)
+                    }
+                    _ => window.populate(from / page * page, to - from / page * page),
+                };
                 self.populated = to.min(window.end());
             }
             window.store(at, &rest[..n]);

@@ -151,3 +151,47 @@ fn a_mapped_log_reads_back_after_a_crash_and_after_a_clean_close() {
     let s = log::scan(&RealFs, &path, LogLimits::default(), |_, _| Ok(())).unwrap();
     assert_eq!((s.records, s.end), (n + 1, LogEnd::Clean));
 }
+
+/// The pages ahead of a mapped log's records are put in the page cache either by writing zeros
+/// over them (`Ahead::Zeros`, through a second descriptor: the log's own appends, and Linux's
+/// pwrite on it would append whatever the offset) or by faulting them in (`Ahead::Faults`).
+/// Small records written while the writer switches between the two, across many
+/// `LOG_POPULATE_BYTES` steps, all read back; the zeros never land on a record nor past the
+/// allocated end, so the file stays a whole number of allocation steps until its drop.
+#[test]
+fn zeros_written_ahead_never_touch_a_record_nor_grow_the_file() {
+    use directkv_persist::log::Ahead;
+    let dir = TestDir::new("ahead");
+    let path = dir.join("l.dkvl");
+    let header = LogHeader {
+        shard: 0,
+        first_lsn: 1,
+    };
+    let mut w = LogWriter::create(&RealFs, &path, header, LogLimits::default()).unwrap();
+    let record = |i: u64| vec![(i % 253) as u8 + 1; 90 + (i % 97) as usize];
+    let n = 3 * log::LOG_POPULATE_BYTES / 100 + 7;
+    for i in 0..n {
+        // Switch every few hundred records, so steps begin under both.
+        w.set_ahead(if (i / 300) % 2 == 0 {
+            Ahead::Zeros
+        } else {
+            Ahead::Faults
+        });
+        w.append(&record(i)).unwrap();
+        w.write_out().unwrap();
+    }
+    let written = w.file_bytes();
+    assert!(written > 3 * log::LOG_POPULATE_BYTES, "{written}");
+    let on_disk = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(on_disk % log::LOG_ALLOCATE_BYTES, 0, "{on_disk}");
+    // A crash: every record reads back, then the zeros end the log.
+    std::mem::forget(w);
+    let mut seen = 0u64;
+    let s = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
+        assert_eq!(p, &record(lsn - 1)[..], "record {lsn}");
+        seen += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((seen, s.end, s.good_bytes), (n, LogEnd::Clean, written));
+}

@@ -711,6 +711,10 @@ impl ShardLog {
         if appended.is_none() {
             return Ok(());
         }
+        self.writer.set_ahead(match self.store.policy() {
+            AppendFsync::Always => directkv_persist::log::Ahead::Faults,
+            AppendFsync::Everysec | AppendFsync::No => directkv_persist::log::Ahead::Zeros,
+        });
         let before = self.writer.file_bytes();
         let lsn = self.writer.write_out().map_err(|e| self.failed(e))?;
         let st = &self.store.stats.persist;
