@@ -328,7 +328,7 @@ pub fn compare(
             }
             Err(e) => return Err(format!("{}: {e}", kind.name())),
         };
-        let rss_before = server.rss_bytes()?;
+        let rss_before = server.settled_rss_bytes()?;
         let shown = progress.loading(args.keys);
         let load: LoadSummary = rt.block_on(run::load(&mut drivers, &spec, args.load_depth))?;
         drop(shown);

@@ -30,6 +30,11 @@ use std::time::{Duration, Instant};
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopped server may take to exit after SIGTERM before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// `settled_rss_bytes`: how often RSS is read, the change under which it counts as settled,
+/// and how long it may take.
+pub const RSS_SETTLE_INTERVAL: Duration = Duration::from_millis(50);
+pub const RSS_SETTLE_BYTES: u64 = 256 << 10;
+pub const RSS_SETTLE_MAX: Duration = Duration::from_secs(3);
 /// Pause between readiness probes and between checks that a stopped server has exited.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// Lines of a server's log quoted when it fails to start.
@@ -176,6 +181,23 @@ impl ServerProcess {
     /// Resident set size (VmRSS), bytes.
     pub fn rss_bytes(&self) -> Result<u64, String> {
         super::rss_bytes(self.pid())
+    }
+
+    /// Resident set size once it stops growing: read every `RSS_SETTLE_INTERVAL` until two
+    /// readings are within `RSS_SETTLE_BYTES`, for at most `RSS_SETTLE_MAX`. A server that
+    /// faults its memory in at start in the background (directkv's index pre-fault) would
+    /// otherwise be measured before it, and that memory counted as the data's.
+    pub fn settled_rss_bytes(&self) -> Result<u64, String> {
+        let deadline = Instant::now() + RSS_SETTLE_MAX;
+        let mut last = self.rss_bytes()?;
+        loop {
+            std::thread::sleep(RSS_SETTLE_INTERVAL);
+            let now = self.rss_bytes()?;
+            if now.abs_diff(last) < RSS_SETTLE_BYTES || Instant::now() >= deadline {
+                return Ok(now);
+            }
+            last = now;
+        }
     }
 
     /// Stops the server now (what dropping it does).
