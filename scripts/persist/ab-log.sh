@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # A/B of log modes: ROUNDS x MODES ; ycsb-a 1M keys 4 conns depth 64, pinned. Prints k ops/s and server CPU us/op.
+# MODES: mem (appendonly no), aof (this build), base ($BASE, another build, for A/B), nosnap (automatic snapshots off); SIZING, POLICY, BP, SECS, CONNS as read below.
 set -uo pipefail
 BIN=${BIN:-target/release/directkv}
 ROUNDS=${ROUNDS:-3}
@@ -10,13 +11,11 @@ for r in $(seq 1 $ROUNDS); do
   line="round $r:"
   for m in $MODES; do
     D=$(mktemp -d /tmp/ab.XXXX); PORT=$((20000 + RANDOM % 10000))
-    AO=yes; ENV=""; B=$BIN
+    AO=yes; B=$BIN
     [ $m = mem ] && AO=no
     [ $m = base ] && B=${BASE:-target-base/release/directkv}
     X=""; [ $m = nosnap ] && X="--auto-snapshot-log-bytes 0"; [ $m = snap256 ] && X="--auto-snapshot-log-bytes 268435456"
-    [ $m = nodefer ] && ENV="DKV_HACK_NODEFER=1"
-    [ $m = nowrite ] && ENV="DKV_HACK_NOWRITE=1 DKV_HACK_NODEFER=1"
-    env $ENV taskset -c 1 $B serve --port $PORT --memcache-port 0 --ocsm no --udp no --shards 1 ${SIZING:---memory 268435456} --appendonly $AO --appendfsync ${POLICY:-everysec} --dir $D --busy-poll-us ${BP:-50} $X >/dev/null 2>&1 &
+    taskset -c 1 $B serve --port $PORT --memcache-port 0 --ocsm no --udp no --shards 1 ${SIZING:---memory 268435456} --appendonly $AO --appendfsync ${POLICY:-everysec} --dir $D --busy-poll-us ${BP:-50} $X >/dev/null 2>&1 &
     PID=$!; sleep 0.7
     taskset -c 0 $BIN bench run --target resp://127.0.0.1:$PORT --workload ycsb-a --keys 1000000 --connections $CONNS --depth 64 --seconds 1 --warmup 0 --json >/dev/null
     c0=$(cpu $PID)
