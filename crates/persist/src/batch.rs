@@ -2,10 +2,11 @@
 //! store, so that replaying the records in order after `Engine::set_now` gives the same store.
 //!
 //! ```text
-//!   payload = version u8 (2) | flags u8 | now u64 | cas_before u64 | cas_after u64
+//!   payload = version u8 (3) | flags u8 | now u64 | cas_before u64 | cas_after u64
 //!             | deletes_before u32 | key* | ops u32 | op* | deletes_after u32 | key*
 //!   key     = len v | bytes
 //!   op      = kind u8 | elem u8 | func u16 | key_len v | arg_len v | arg2_len v | key | arg | arg2
+//!           | kind|0x80 u8 | key_len u8 | arg_len u8 | key | arg          (the short form)
 //!             (v: unsigned LEB128, at most 5 bytes, at most u32::MAX; integers little-endian)
 //!   flags   bit 0 FLUSH: the store was emptied (FLUSHALL) before the rest of the record
 //! ```
@@ -38,22 +39,33 @@
 //!
 //! Not here: operations whose outcome replay cannot reproduce from the op alone (a user
 //! function registered at run time that a restarted server may not have) must be given to
-//! `encode_record` by the server as the value they produced (a `Put`). An 8-byte key with an
-//! 8-byte value costs 23 bytes (4 of op header, 3 of lengths, 16 of data); a record's fixed
-//! part is 38 bytes (`RECORD_HEADER_BYTES` and the three counts).
+//! `encode_record` by the server as the value they produced (a `Put`).
+//!
+//! **The short form** (version 3): an op whose `elem` is `ElemType::U64` (an `Op`'s default),
+//! whose `func` is 0 and whose `arg2` is empty, with key and arg under 256 bytes each (a SET,
+//! a DEL, an INCR of small keys: nearly every op a cache logs) is its kind code with the top
+//! bit set and two length bytes, 3 bytes before its data instead of 7. An 8-byte key with an
+//! 8-byte value costs 19 bytes (23 in version 2): a log of YCSB-A grows 17% slower, and so
+//! triggers its snapshots 17% less often. A record's fixed part is 38 bytes
+//! (`RECORD_HEADER_BYTES` and the three counts). Version 2 records (no short form) are read
+//! as they were.
 
 use directkv_engine::{
     ElemType, Engine, Op, OpError, OpKind, Results, SnapEntry, Status, NO_DEADLINE,
 };
 
-/// The record version this code writes and reads.
-pub const RECORD_VERSION: u8 = 2;
+/// The record version this code writes; it reads this one and `RECORD_VERSION_OLDEST`.
+pub const RECORD_VERSION: u8 = 3;
+/// The oldest record version this code reads (version 2: no short form).
+pub const RECORD_VERSION_OLDEST: u8 = 2;
 /// Bytes before the first count: version, flags, `now`, the CAS counter before and after.
 pub const RECORD_HEADER_BYTES: usize = 26;
 /// Flag bit: the store was emptied before the rest of the record.
 pub const FLAG_FLUSH: u8 = 1;
-/// The fewest bytes one op takes (4 of header and three 1-byte lengths).
-const OP_BYTES_MIN: usize = 7;
+/// The fewest bytes one op takes (the short form: kind and two 1-byte lengths).
+const OP_BYTES_MIN: usize = 3;
+/// The kind byte's flag of an op in the short form (module comment).
+const SHORT_FORM: u8 = 0x80;
 
 /// Why a payload is not a batch record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,7 +74,7 @@ pub enum BatchError {
     Truncated { at: usize, len: usize },
     #[error("batch record has {extra} bytes after its end")]
     Trailing { extra: usize },
-    #[error("batch record version {version} (this directkv reads {RECORD_VERSION})")]
+    #[error("batch record version {version} (this directkv reads {RECORD_VERSION_OLDEST} to {RECORD_VERSION})")]
     Version { version: u8 },
     #[error("batch record flags {flags:#04x} unknown")]
     Flags { flags: u8 },
@@ -162,8 +174,19 @@ fn put_ops(out: &mut Vec<u8>, ops: &[Op], every: bool) -> usize {
 #[inline]
 fn put_op(out: &mut Vec<u8>, op: &Op) {
     let (key, arg, arg2) = (op.key, op.arg, op.arg2);
+    if op.func == 0
+        && op.elem == ElemType::U64
+        && arg2.is_empty()
+        && (key.len() | arg.len()) < 0x100
+    {
+        out.reserve(3 + key.len() + arg.len());
+        out.extend_from_slice(&[op.kind as u8 | SHORT_FORM, key.len() as u8, arg.len() as u8]);
+        out.extend_from_slice(key);
+        out.extend_from_slice(arg);
+        return;
+    }
     let func = op.func.to_le_bytes();
-    out.reserve(OP_BYTES_MIN + key.len() + arg.len() + arg2.len());
+    out.reserve(7 + key.len() + arg.len() + arg2.len());
     if (key.len() | arg.len() | arg2.len()) < 0x80 {
         // Every length fits one LEB128 byte (every op of small keys and values): the op
         // header in one copy, into room reserved for the whole op.
@@ -272,8 +295,9 @@ impl<'a> Cursor<'a> {
 pub fn decode(payload: &[u8]) -> Result<Record<'_>, BatchError> {
     let mut c = Cursor { b: payload, at: 0 };
     let h = c.take(2)?;
-    if h[0] != RECORD_VERSION {
-        return Err(BatchError::Version { version: h[0] });
+    let version = h[0];
+    if !(RECORD_VERSION_OLDEST..=RECORD_VERSION).contains(&version) {
+        return Err(BatchError::Version { version });
     }
     if h[1] & !FLAG_FLUSH != 0 {
         return Err(BatchError::Flags { flags: h[1] });
@@ -289,13 +313,29 @@ pub fn decode(payload: &[u8]) -> Result<Record<'_>, BatchError> {
     let mut ops = Vec::with_capacity(count);
     for _ in 0..count {
         let at = c.at;
-        let h = c.take(4)?;
-        let kind = OpKind::from_code(h[0]).ok_or(BatchError::UnknownKind { code: h[0], at })?;
-        let elem = ElemType::from_code(h[1]).map_err(|_| BatchError::UnknownElem {
-            code: h[1],
+        let first = c.take(1)?[0];
+        if version >= 3 && first & SHORT_FORM != 0 {
+            let code = first & !SHORT_FORM;
+            let kind = OpKind::from_code(code).ok_or(BatchError::UnknownKind { code, at })?;
+            let l = c.take(2)?;
+            ops.push(Op {
+                kind,
+                key: c.take(usize::from(l[0]))?,
+                arg: c.take(usize::from(l[1]))?,
+                arg2: &[],
+                func: 0,
+                elem: ElemType::U64,
+                no_return: true,
+            });
+            continue;
+        }
+        let kind = OpKind::from_code(first).ok_or(BatchError::UnknownKind { code: first, at })?;
+        let h = c.take(3)?;
+        let elem = ElemType::from_code(h[0]).map_err(|_| BatchError::UnknownElem {
+            code: h[0],
             at: at + 1,
         })?;
-        let func = u16::from_le_bytes([h[2], h[3]]);
+        let func = u16::from_le_bytes([h[1], h[2]]);
         let (kl, al, a2l) = match c.b.get(c.at..c.at + 3) {
             // Three lengths under 128, one byte each (an op of small parts, the common one):
             // read at once, where `len` takes one byte at a time.
@@ -576,7 +616,7 @@ mod tests {
     }
 
     #[test]
-    fn an_eight_byte_put_costs_23_bytes() {
+    fn an_eight_byte_put_costs_19_bytes() {
         let mut out = vec![];
         encode_record(
             &mut out,
@@ -585,7 +625,7 @@ mod tests {
             &[Op::put(b"12345678", b"abcdefgh")],
             none(),
         );
-        assert_eq!(out.len(), RECORD_HEADER_BYTES + 12 + 23);
+        assert_eq!(out.len(), RECORD_HEADER_BYTES + 12 + 19);
     }
 
     #[test]
@@ -618,11 +658,31 @@ mod tests {
         assert!(matches!(decode(&flags), Err(BatchError::Flags { .. })));
         // The op starts after the header, the deletes' count and "gone", the ops' count.
         let op_at = RECORD_HEADER_BYTES + 4 + 5 + 4;
+        // A put of a small key is in the short form: its kind code with the top bit set.
+        assert_eq!(out[op_at], OpKind::Put as u8 | SHORT_FORM);
         let mut kind = out.clone();
-        kind[op_at] = 200;
+        kind[op_at] = 100 | SHORT_FORM;
         assert!(matches!(
             decode(&kind),
-            Err(BatchError::UnknownKind { code: 200, .. })
+            Err(BatchError::UnknownKind { code: 100, .. })
+        ));
+        kind[op_at] = 100;
+        assert!(matches!(
+            decode(&kind),
+            Err(BatchError::UnknownKind { code: 100, .. })
+        ));
+        // A version 2 record has no short form: the same byte is an unknown kind there.
+        let mut old = out.clone();
+        old[0] = RECORD_VERSION_OLDEST;
+        assert!(matches!(
+            decode(&old),
+            Err(BatchError::UnknownKind { code, .. }) if code == OpKind::Put as u8 | SHORT_FORM
+        ));
+        let mut short_len = out.clone();
+        short_len[op_at + 1] = 0xff;
+        assert!(matches!(
+            decode(&short_len),
+            Err(BatchError::Truncated { .. })
         ));
         let mut count = out.clone();
         count[op_at - 4..op_at].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -630,8 +690,86 @@ mod tests {
         let mut dels = out.clone();
         dels[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(decode(&dels), Err(BatchError::TooMany { .. })));
-        let mut len = out.clone();
-        len[op_at + 4..op_at + 9].copy_from_slice(&[0xff; 5]);
-        assert!(decode(&len).is_err());
+        // The long form (an op with an arg2): a length of more than 5 LEB128 bytes.
+        let mut long = vec![];
+        let op = Op {
+            arg2: b"x",
+            ..Op::put(b"key", b"value")
+        };
+        encode_record(&mut long, &HEAD, [&b"gone"[..]], &[op], none());
+        assert_eq!(long[op_at], OpKind::Put as u8);
+        assert_eq!(decode(&long).unwrap().ops[0].arg2, b"x");
+        long[op_at + 4..op_at + 9].copy_from_slice(&[0xff; 5]);
+        assert!(matches!(decode(&long), Err(BatchError::BadLength { .. })));
+    }
+
+    /// Every op round-trips whichever form it takes: the short form exactly when its elem is
+    /// U64, its func 0, its arg2 empty and key and arg under 256 bytes; and a version 2
+    /// record (every op in the long form) still reads.
+    #[test]
+    fn ops_take_the_short_form_only_when_it_says_everything() {
+        let big = [7u8; 300];
+        let cases: Vec<(Op, bool)> = vec![
+            (Op::put(b"k", b"v"), true),
+            (Op::put(&big[..255], &big[..255]), true),
+            (Op::put(&big[..256], b"v"), false),
+            (Op::put(b"k", &big[..256]), false),
+            (
+                Op {
+                    func: 3,
+                    ..Op::put(b"k", b"v")
+                },
+                false,
+            ),
+            (
+                Op {
+                    elem: ElemType::U8,
+                    ..Op::put(b"k", b"v")
+                },
+                false,
+            ),
+            (
+                Op {
+                    arg2: b"w",
+                    ..Op::put(b"k", b"v")
+                },
+                false,
+            ),
+            (Op::put(b"", b""), true),
+        ];
+        for (op, short) in cases {
+            let mut out = vec![];
+            encode_record(&mut out, &HEAD, none(), &[op], none());
+            let op_at = RECORD_HEADER_BYTES + 4 + 4;
+            assert_eq!(out[op_at] & SHORT_FORM != 0, short, "{op:?}");
+            let back = decode(&out).unwrap().ops[0];
+            assert_eq!(
+                (back.kind, back.key, back.arg, back.arg2, back.func, back.elem),
+                (op.kind, op.key, op.arg, op.arg2, op.func, op.elem)
+            );
+        }
+        // Version 2, as the previous directkv wrote it: a put of "k" = "v".
+        let mut v2 = vec![];
+        encode_record(&mut v2, &HEAD, none(), &[], [&b"z"[..]]);
+        v2[0] = RECORD_VERSION_OLDEST;
+        let ops_at = RECORD_HEADER_BYTES + 4;
+        v2[ops_at..ops_at + 4].copy_from_slice(&1u32.to_le_bytes());
+        let op = [
+            OpKind::Put as u8,
+            ElemType::U64.code(),
+            0,
+            0,
+            1,
+            1,
+            0,
+            b'k',
+            b'v',
+        ];
+        v2.splice(ops_at + 4..ops_at + 4, op);
+        let r = decode(&v2).unwrap();
+        assert_eq!(
+            (r.ops[0].kind, r.ops[0].key, r.ops[0].arg),
+            (OpKind::Put, &b"k"[..], &b"v"[..])
+        );
     }
 }
