@@ -91,18 +91,19 @@ impl Pipeline<'_> {
     /// in the window, but after the first one its bucket is in cache anyway. Main buckets are
     /// prefetched `PREFETCH_AHEAD` operations ahead and, where there are chains or records,
     /// what they point to half that distance ahead.
+    /// Runs `visit(self, p, op, hash)` on each operation of `win` in order, with its main
+    /// bucket prefetched `PREFETCH_AHEAD` operations ahead (hashes kept in a ring) and, when
+    /// `second`, what that bucket points to (chain, records when `records`) half that distance
+    /// ahead: the walk `in_order_window` and `memcache_window` share.
     #[inline(always)]
-    fn in_order_window<const PLAIN: bool>(
+    fn prefetched_walk(
         &mut self,
-        ops: &[Op],
-        base: usize,
-        end: usize,
+        win: &[Op],
+        second: bool,
         records: bool,
-        out: &mut Results,
-        simd: impl ByteMatch,
+        mut visit: impl FnMut(&mut Self, usize, &Op, u64),
     ) {
         const HALF: usize = PREFETCH_AHEAD / 2;
-        let win = &ops[base..end];
         // Uninitialized, as in `gets_window`.
         let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
         for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
@@ -110,7 +111,6 @@ impl Pipeline<'_> {
             hashes[p & RING_MASK].write(h);
             self.table.prefetch_bucket(h);
         }
-        let second = self.table.counts().chained_buckets > 0 || records;
         for (p, op) in win.iter().enumerate() {
             if let Some(next) = win.get(p + PREFETCH_AHEAD) {
                 let h = key_hash(next.key);
@@ -124,29 +124,45 @@ impl Pipeline<'_> {
             }
             // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
             let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            visit(self, p, op, h);
+        }
+    }
+
+    #[inline(always)]
+    fn in_order_window<const PLAIN: bool>(
+        &mut self,
+        ops: &[Op],
+        base: usize,
+        end: usize,
+        records: bool,
+        out: &mut Results,
+        simd: impl ByteMatch,
+    ) {
+        let second = self.table.counts().chained_buckets > 0 || records;
+        self.prefetched_walk(&ops[base..end], second, records, |this, p, op, h| {
             let i = base + p;
-            let c = &mut self.stats.kinds[op.kind as usize];
+            let c = &mut this.stats.kinds[op.kind as usize];
             c.ops += 1;
             if op.kind == OpKind::Get {
-                let probe = self.table.main_index().probe_as::<PLAIN>(op.key, h, simd);
+                let probe = this.table.main_index().probe_as::<PLAIN>(op.key, h, simd);
                 if finish_get(probe, op, i, out) {
                     c.reads += 1;
                     c.line_reads += 1;
-                    continue;
+                    return;
                 }
                 // Without records (asked now: a PUT of this window may have stored one), the
                 // rest is a walk down the main bucket's chain, prefetched HALF ahead.
-                if !self.table.has_records() {
-                    let (v, hops) = self.table.get_in_chain(op.key, h, simd);
+                if !this.table.has_records() {
+                    let (v, hops) = this.table.get_in_chain(op.key, h, simd);
                     match v {
                         Some(v) => out.finish_found(i, v, op.no_return),
                         None => out.finish_missing(i),
                     }
                     c.reads += 1 + hops;
                     c.line_reads += 1 + hops;
-                    continue;
+                    return;
                 }
-            } else if let Some(read) = self
+            } else if let Some(read) = this
                 .table
                 .replace_inline_as::<PLAIN>(op.key, h, op.arg, simd)
             {
@@ -158,10 +174,10 @@ impl Pipeline<'_> {
                 c.line_writes += 1;
                 let m = out.mark();
                 out.finish(i, Status::Ok, m);
-                continue;
+                return;
             }
-            self.run_single(ops, i, h, out);
-        }
+            this.run_single(ops, i, h, out);
+        });
     }
 
     /// [`Pipeline::memcache_window`] out of line, compiled for x86-64-v3 where the CPU has it
@@ -231,45 +247,24 @@ impl Pipeline<'_> {
         records: bool,
         out: &mut Results,
     ) {
-        const HALF: usize = PREFETCH_AHEAD / 2;
-        let win = &ops[base..end];
-        // Uninitialized, as in `gets_window`.
-        let mut hashes = [const { MaybeUninit::<u64>::uninit() }; WINDOW_MAX];
-        for (p, op) in win.iter().take(PREFETCH_AHEAD).enumerate() {
-            let h = key_hash(op.key);
-            hashes[p & RING_MASK].write(h);
-            self.table.prefetch_bucket(h);
-        }
-        for (p, op) in win.iter().enumerate() {
-            if let Some(next) = win.get(p + PREFETCH_AHEAD) {
-                let h = key_hash(next.key);
-                hashes[(p + PREFETCH_AHEAD) & RING_MASK].write(h);
-                self.table.prefetch_bucket(h);
-            }
-            if p + HALF < win.len() {
-                // SAFETY: position p + HALF < p + PREFETCH_AHEAD was written above.
-                let h = unsafe { hashes[(p + HALF) & RING_MASK].assume_init() };
-                self.table.prefetch_second(h, records);
-            }
+        self.prefetched_walk(&ops[base..end], true, records, |this, p, op, h| {
             let i = base + p;
-            self.stats.kinds[op.kind as usize].ops += 1;
-            // SAFETY: written by the first loop or PREFETCH_AHEAD iterations ago.
-            let h = unsafe { hashes[p & RING_MASK].assume_init() };
+            this.stats.kinds[op.kind as usize].ops += 1;
             // memcached's get, most of the operations: the read road, with no value to check.
             if crate::memcache::mc_get_reads_always(op) {
-                self.mc_read(op, i, h, out);
-                continue;
+                this.mc_read(op, i, h, out);
+                return;
             }
             // The key's length was checked by `simple_window`; the value's is checked here,
             // as stage 2 checks it.
-            if let Err(e) = validate_value(op, &self.limits) {
-                self.stats.errors += 1;
+            if let Err(e) = validate_value(op, &this.limits) {
+                this.stats.errors += 1;
                 let m = out.mark();
                 out.finish(i, Status::Error(e), m);
-                continue;
+                return;
             }
-            self.run_single(ops, i, h, out);
-        }
+            this.run_single(ops, i, h, out);
+        });
     }
 
     /// A window of nothing but GETs of valid keys (`ops[base..end]`), in forward mode, without
