@@ -3,7 +3,7 @@
 //! and the bytes dropped, and a writer reopened on it truncates the tail and continues.
 
 use directkv_persist::fs::RealFs;
-use directkv_persist::log::{self, LogEnd, LogHeader, LogLimits, LogWriter};
+use directkv_persist::log::{self, LogEnd, LogLimits, LogWriter};
 
 use crate::common::{payload, write_log, TestDir};
 
@@ -112,11 +112,7 @@ fn zeros_after_the_last_record_end_the_log_and_are_cut_by_the_next_writer() {
 fn a_mapped_log_reads_back_after_a_crash_and_after_a_clean_close() {
     let dir = TestDir::new("mapped");
     let path = dir.join("l.dkvl");
-    let header = LogHeader {
-        shard: 0,
-        first_lsn: 1,
-    };
-    let mut w = LogWriter::create(&RealFs, &path, header, LogLimits::default()).unwrap();
+    let mut w = crate::common::new_log(&path);
     // Records of 1 MiB less a little, so that some straddle the 64 MiB window's end.
     let record = |i: u64| vec![(i % 251) as u8 + 1; (1 << 20) - 100 + i as usize];
     let n = (log::LOG_WINDOW_BYTES >> 20) as u64 + 3;
@@ -130,17 +126,8 @@ fn a_mapped_log_reads_back_after_a_crash_and_after_a_clean_close() {
     assert_eq!(on_disk % log::LOG_ALLOCATE_BYTES, 0);
     // The process dies: no drop.
     std::mem::forget(w);
-    let mut seen = 0u64;
-    let s = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
-        assert_eq!(p, &record(lsn - 1)[..], "record {lsn}");
-        seen += 1;
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(
-        (seen, s.end.clone(), s.good_bytes),
-        (n, LogEnd::Clean, written)
-    );
+    let (seen, end, good) = read_back(&path, record);
+    assert_eq!((seen, end, good), (n, LogEnd::Clean, written));
     // The next writer continues after the last record, and its drop cuts the tail.
     let (mut w, _) = LogWriter::open(&RealFs, &path, LogLimits::default()).unwrap();
     w.append(b"after").unwrap();
@@ -163,11 +150,7 @@ fn zeros_written_ahead_never_touch_a_record_nor_grow_the_file() {
     use directkv_persist::log::Ahead;
     let dir = TestDir::new("ahead");
     let path = dir.join("l.dkvl");
-    let header = LogHeader {
-        shard: 0,
-        first_lsn: 1,
-    };
-    let mut w = LogWriter::create(&RealFs, &path, header, LogLimits::default()).unwrap();
+    let mut w = crate::common::new_log(&path);
     let record = |i: u64| vec![(i % 253) as u8 + 1; 90 + (i % 97) as usize];
     let n = 3 * log::LOG_POPULATE_BYTES / 100 + 7;
     for i in 0..n {
@@ -186,12 +169,19 @@ fn zeros_written_ahead_never_touch_a_record_nor_grow_the_file() {
     assert_eq!(on_disk % log::LOG_ALLOCATE_BYTES, 0, "{on_disk}");
     // A crash: every record reads back, then the zeros end the log.
     std::mem::forget(w);
+    let (seen, end, good) = read_back(&path, record);
+    assert_eq!((seen, end, good), (n, LogEnd::Clean, written));
+}
+
+/// Scans the log at `path`, checking that the record of Lsn `l` is `record(l - 1)`: how many
+/// records it read, how the log ended, and its good bytes.
+fn read_back(path: &std::path::Path, record: impl Fn(u64) -> Vec<u8>) -> (u64, LogEnd, u64) {
     let mut seen = 0u64;
-    let s = log::scan(&RealFs, &path, LogLimits::default(), |lsn, p| {
+    let s = log::scan(&RealFs, path, LogLimits::default(), |lsn, p| {
         assert_eq!(p, &record(lsn - 1)[..], "record {lsn}");
         seen += 1;
         Ok(())
     })
     .unwrap();
-    assert_eq!((seen, s.end, s.good_bytes), (n, LogEnd::Clean, written));
+    (seen, s.end, s.good_bytes)
 }
