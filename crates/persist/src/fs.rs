@@ -198,6 +198,12 @@ impl FaultFs {
         }
     }
 
+    /// Fills the disk (`true`: every write from now on fails with ENOSPC, as after a
+    /// `ShortWrite`) or frees it (`false`: writes pass again), as an operator would.
+    pub fn set_full(&self, full: bool) {
+        self.state.lock().unwrap().full = full;
+    }
+
     /// Operations let through so far (writes, syncs, creations, renames, truncations, removals).
     pub fn ops_done(&self) -> u64 {
         self.state.lock().unwrap().done

@@ -211,16 +211,18 @@ pub(crate) fn shrink_idle(buf: &mut Vec<u8>) {
 /// (`reply_write_timeout_secs`, as the connection opened) and persistence's durability.
 pub(crate) struct ReplyGate {
     timeout: Duration,
-    /// The store had failed when this connection's previous replies left (or it opened):
-    /// every write it ran since was refused, so its replies acknowledge nothing.
-    failed_before: bool,
+    /// The incident the store was failed in when this connection's previous replies left (or
+    /// it opened): while it stays failed in that incident, every write the connection ran
+    /// since was refused, so its replies acknowledge nothing. A store repaired since (or
+    /// failed again) may have taken writes: those replies wait for durability as usual.
+    failed_before: Option<u64>,
 }
 
 impl ReplyGate {
     pub(crate) fn new(ctx: &ShardCtx) -> ReplyGate {
         ReplyGate {
             timeout: Duration::from_secs(ctx.stats.live.reply_write_timeout_secs()),
-            failed_before: ctx.store.as_ref().is_some_and(|st| st.is_failed()),
+            failed_before: ctx.store.as_ref().and_then(|st| st.failed_incident()),
         }
     }
 }
@@ -242,11 +244,14 @@ pub(crate) async fn flush(
         return true;
     }
     if let Some(store) = &ctx.store {
-        if !gate.failed_before && store.durable().await.is_err() {
+        // Failed in the same incident as at the last flush: every write since was refused.
+        let refused_since =
+            gate.failed_before.is_some() && store.failed_incident() == gate.failed_before;
+        if !refused_since && store.durable().await.is_err() {
             out.clear();
             return false;
         }
-        gate.failed_before = store.is_failed();
+        gate.failed_before = store.failed_incident();
     }
     let ok = matches!(
         tokio::time::timeout(gate.timeout, s.write_all(out)).await,

@@ -932,6 +932,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Microseconds sync rounds waited for more batches before they began.",
         |s| s.persist.group_commit_wait_us.load(Ordering::Relaxed),
     ),
+    server(
+        "Persistence",
+        "aof_repairs",
+        "directkv_aof_repairs_total",
+        Kind::Counter,
+        "Times the store accepted writes again after a log failure (every shard wrote a new snapshot and log).",
+        |s| s.persist.repairs.load(Ordering::Relaxed),
+    ),
 ];
 
 /// A row of the key expiry counters (an engine counter in INFO's Stats section).

@@ -57,11 +57,21 @@
 //!   asks:   B1 B2 (during round k) │ A1 A2 come back ─┘ (4 in = 2 answered + 2 during k)
 //! ```
 //!
-//! **Failures.** A failed write(2) or fdatasync fails the store for good (the kernel may have
-//! dropped the pages: a retry could acknowledge lost data): the batch whose record was not
-//! written answers its writes with `OpError::NotLogged` (RESP `MISCONF`), and from then on
-//! every shard refuses writes and serves reads (`Engine::execute_reads_only`) until an
-//! operator frees the disk and restarts.
+//! **Failures.** A failed write(2) or fdatasync fails the store (the kernel may have dropped
+//! the pages: retrying the same write or sync could acknowledge lost data): the batch whose
+//! record was not written answers its writes with `OpError::NotLogged` (RESP `MISCONF`), and
+//! from then on every shard refuses writes and serves reads (`Engine::execute_reads_only`).
+//!
+//! **Repair** (as Redis accepts writes again once its AOF write or BGSAVE succeeds). The
+//! files of a failed store cannot be trusted to continue (a record missing, a torn tail, pages
+//! the kernel dropped), but the memory can: every shard, every `LOG_REPAIR_INTERVAL` while
+//! the store is failed (and at once on BGSAVE), writes a snapshot of its engine into new files
+//! and starts a new log (`snapshot::begin` in repair mode), and its manifest entry becomes
+//! that snapshot and that log alone; the old files are removed. Once every shard has done so
+//! after the last failure, the store accepts writes again ([`Store::repaired`]). No record is
+//! missing from the new files: writes were refused while the store was failed. The batch
+//! whose record failed ran in memory and was answered with errors; the repair keeps its
+//! writes (as Redis keeps a command whose AOF write failed after it ran).
 
 pub(crate) mod info;
 pub(crate) mod recover;
@@ -108,6 +118,8 @@ pub(crate) struct PersistStats {
     /// their ratio is the batches one round grouped.
     pub(crate) sync_rounds: AtomicU64,
     pub(crate) sync_round_asks: AtomicU64,
+    /// Times the store accepted writes again after a failure (every shard repaired its files).
+    pub(crate) repairs: AtomicU64,
     /// Rounds that waited for more asks before they began (`group_commit_delay_us`), those
     /// whose wait ended at the limit, and the microseconds they waited in all.
     pub(crate) group_commit_waits: AtomicU64,
@@ -249,9 +261,22 @@ pub(crate) struct Store {
     work: Condvar,
     /// Rounds done, and whether the store failed, for async waiters.
     done_tx: watch::Sender<(u64, bool)>,
-    /// Set by the first write or sync failure; with its cause.
-    failed: AtomicBool,
+    /// Whether the store is failed (bit 0: set by a write or sync failure until every shard
+    /// has repaired its files after the last failure, `repaired`) and its incidents so far
+    /// (the bits above: times it went from accepting writes to failed), in one word so that a
+    /// connection's reply gate reads both at once (`accept::ReplyGate`). Changed under
+    /// `failure`'s lock.
+    state: AtomicU64,
+    /// The cause of the incident, while failed (its first failure's).
     failure: Mutex<Option<String>>,
+    /// Calls of `fail` so far (changed under `failure`'s lock): a repair counts when it began
+    /// after the last.
+    fail_calls: AtomicU64,
+    /// Per shard: `fail_calls` when its last successful repair began.
+    repaired_at: Vec<AtomicU64>,
+    /// Held by the shard repairing now: one at a time, so that the disk needs room for one
+    /// shard's image beside the old files, whose removal then makes room for the next.
+    repair_turn: AtomicBool,
     /// The server's counters: the log's are `stats.persist` (rows in `stats::COUNTERS`).
     pub(crate) stats: Arc<crate::stats::ServerStats>,
     /// Snapshot rounds and requests (`snapshot.rs`).
@@ -301,8 +326,11 @@ impl Store {
             rounds: Mutex::new(Rounds::default()),
             work: Condvar::new(),
             done_tx,
-            failed: AtomicBool::new(false),
+            state: AtomicU64::new(0),
             failure: Mutex::new(None),
+            fail_calls: AtomicU64::new(0),
+            repaired_at: logs.iter().map(|_| AtomicU64::new(0)).collect(),
+            repair_turn: AtomicBool::new(false),
             stats,
             snapshots: snapshot::Snapshots::new(logs.len()),
         }))
@@ -329,7 +357,7 @@ impl Store {
 
     /// Why the store refuses writes, if it does.
     pub(crate) fn failure(&self) -> Option<String> {
-        if !self.failed.load(Ordering::Acquire) {
+        if !self.is_failed() {
             return None;
         }
         self.failure
@@ -338,20 +366,101 @@ impl Store {
             .clone()
     }
 
-    /// Fails the store for good: every shard refuses writes from its next batch on.
+    /// Fails the store: every shard refuses writes from its next batch on, until each has
+    /// repaired its files (`repaired`).
     pub(crate) fn fail(&self, cause: String) {
         let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
-            tracing::error!(dir = %self.dir.display(), %cause, "persistence failed: writes are refused (MISCONF) until the disk is fixed and the server restarted; reads are served");
+            tracing::error!(dir = %self.dir.display(), %cause, "persistence failed: writes are refused (MISCONF), reads are served; every shard writes a new snapshot and log until the disk takes them (the first after a second), then writes are accepted again");
             *f = Some(cause);
+            // One more incident, failed.
+            let incidents = self.state.load(Ordering::Relaxed) >> 1;
+            self.state
+                .store(((incidents + 1) << 1) | 1, Ordering::Release);
         }
-        self.failed.store(true, Ordering::Release);
+        self.fail_calls.fetch_add(1, Ordering::Relaxed);
         self.done_tx.send_modify(|d| d.1 = true);
     }
 
-    /// Whether the store failed (writes refused from then on).
+    /// Whether the store failed (writes refused until it is repaired).
+    #[inline]
     pub(crate) fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) & 1 == 1
+    }
+
+    /// The incident the store is failed in (counted from 1), or `None` when it accepts
+    /// writes: two equal answers mean it stayed failed in between.
+    #[inline]
+    pub(crate) fn failed_incident(&self) -> Option<u64> {
+        let state = self.state.load(Ordering::Acquire);
+        (state & 1 == 1).then_some(state >> 1)
+    }
+
+    /// When the store is failed: the mark a repair of a shard beginning now carries
+    /// (`repaired`). `None` when it accepts writes.
+    pub(crate) fn repair_mark(&self) -> Option<u64> {
+        let _f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        self.is_failed()
+            .then(|| self.fail_calls.load(Ordering::Relaxed))
+    }
+
+    /// Whether shard `shard` has yet to repair its files since the store's last failure.
+    pub(crate) fn needs_repair(&self, shard: usize) -> bool {
+        let _f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        self.is_failed()
+            && self.repaired_at[shard].load(Ordering::Relaxed)
+                < self.fail_calls.load(Ordering::Relaxed)
+    }
+
+    /// Takes the turn to repair (one shard at a time); false if another shard has it.
+    pub(crate) fn take_repair_turn(&self) -> bool {
+        self.repair_turn
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Gives the turn to repair back.
+    pub(crate) fn end_repair_turn(&self) {
+        self.repair_turn.store(false, Ordering::Release);
+    }
+
+    /// Shard `shard` repaired its files (a new snapshot and log, named by the manifest alone)
+    /// in a repair that began at `mark` (`repair_mark`). When every shard has since the last
+    /// failure, the store accepts writes again; returns whether it does.
+    pub(crate) fn repaired(&self, shard: usize, mark: u64) -> bool {
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        self.repaired_at[shard].fetch_max(mark, Ordering::Relaxed);
+        let calls = self.fail_calls.load(Ordering::Relaxed);
+        if !self.is_failed() {
+            return true;
+        }
+        if self
+            .repaired_at
+            .iter()
+            .any(|r| r.load(Ordering::Relaxed) < calls)
+        {
+            return false;
+        }
+        let cause = f.take().unwrap_or_default();
+        let incidents = self.state.load(Ordering::Relaxed) >> 1;
+        self.state.store(incidents << 1, Ordering::Release);
+        self.stats.persist.repairs.fetch_add(1, Ordering::Relaxed);
+        drop(f);
+        self.done_tx.send_modify(|d| d.1 = false);
+        tracing::warn!(dir = %self.dir.display(), failure = %cause, "persistence repaired: every shard wrote a new snapshot and log; writes are accepted again");
+        true
+    }
+
+    /// Takes shard `shard`'s log as `current` (a repair's new log, named by no manifest yet)
+    /// for the sync thread, dropping any rotation not completed (the repair replaces its files
+    /// as well). Returns the name of that rotation's new log, if one was pending: named by no
+    /// manifest, it is removed once the repair's manifest is stored.
+    pub(crate) fn replace_log(&self, shard: usize, current: Box<dyn FsFile>) -> Option<String> {
+        let mut f = self.sync_file(shard);
+        f.current = Some(current);
+        let stale = f.rotation.take().map(|r| r.new_log);
+        self.shards[shard].rotating.store(false, Ordering::Release);
+        stale
     }
 
     /// Shard `shard` wrote its records up to `lsn`.

@@ -269,7 +269,20 @@ pub(crate) struct Running {
     old: ShardFiles,
     new_log: String,
     snap_name: String,
+    /// Set when the snapshot repairs a failed store.
+    repair: Option<Repair>,
     pub(crate) started: Instant,
+}
+
+/// A repair's part of a snapshot (`persistence` module comment): no rotation of the old log,
+/// whose files it replaces whole.
+struct Repair {
+    /// `Store::repair_mark` when it began.
+    mark: u64,
+    /// The new log's file: its header is synced before the manifest names it.
+    new: Box<dyn directkv_persist::fs::FsFile>,
+    /// A rotation's new log that no manifest named, left by the failure: removed at the end.
+    stale: Option<String>,
 }
 
 /// Why a snapshot did not finish.
@@ -311,18 +324,22 @@ pub(crate) fn begin(
     shard: usize,
 ) -> Result<Running, SnapshotFailed> {
     let store = log.store.clone();
-    if let Some(why) = store.failure() {
-        return Err(SnapshotFailed(format!("the store failed: {why}")));
-    }
+    // A failed store: this snapshot is a repair (module comment of `persistence`): the old
+    // files are not continued, so nothing waits on them.
+    let repair = store.repair_mark();
     let fs = &*store.fs;
-    // A rotation of this shard still waiting for the disk (a snapshot given up just after it
-    // began): completed here, so that the generation below is past it.
-    store
-        .complete_rotation(shard)
-        .map_err(|e| SnapshotFailed(format!("the last log rotation: {e}")))?;
-    // Records are written out before `execute` returns (`ShardLog::record`): the old log
-    // holds every one, and what the rotation syncs of it is all of them.
-    debug_assert_eq!(log.writer.pending_bytes(), 0, "a rotation between batches");
+    if repair.is_none() {
+        // A rotation of this shard still waiting for the disk (a snapshot given up just after
+        // it began): completed here, so that the generation below is past it.
+        store
+            .complete_rotation(shard)
+            .map_err(|e| SnapshotFailed(format!("the last log rotation: {e}")))?;
+        // Records are written out before `execute` returns (`ShardLog::record`): the old log
+        // holds every one, and what the rotation syncs of it is all of them.
+        debug_assert_eq!(log.writer.pending_bytes(), 0, "a rotation between batches");
+    }
+    // After a failed write the writer's next Lsn may be past its last record written (the
+    // failed one's): the image holds that batch (it ran in memory), and the new log follows it.
     let first_lsn = log.writer.next_lsn();
     // Names of generation g+1, g the manifest's: unique for this shard, whose last rotation
     // is named (stored at g or before).
@@ -339,9 +356,12 @@ pub(crate) fn begin(
     // Created and its header written without waiting for the disk: the waits (the old log
     // synced whole, the new one's header, the manifest naming it) are the sync thread's,
     // done before any record of the new log counts as durable (`Store::complete_rotation`).
-    // (A file left half made is named by no manifest: recovery removes it.)
-    let writer = LogWriter::create_unsynced(fs, &path, header, log_limits())
-        .map_err(|e| SnapshotFailed(format!("creating the new log: {e}")))?;
+    // A file left half made (a full disk) is named by no manifest: removed, so that the next
+    // try can take the same name (recovery removes one a crash leaves).
+    let writer = LogWriter::create_unsynced(fs, &path, header, log_limits()).map_err(|e| {
+        remove_partial(&store, &path);
+        SnapshotFailed(format!("creating the new log: {e}"))
+    })?;
     let handles = (|| {
         Ok::<_, directkv_persist::log::LogError>((
             log.writer.sync_handle()?,
@@ -359,15 +379,26 @@ pub(crate) fn begin(
     };
     let old = view.shards[shard].clone();
     log.writer = writer;
-    store.rotate(
-        shard,
-        current,
-        Rotation {
-            old: old_handle,
+    let repair = match repair {
+        // The sync thread syncs the new log from now on; it is named only with the image.
+        Some(mark) => Some(Repair {
+            mark,
             new: new_handle,
-            new_log: new_log.clone(),
-        },
-    );
+            stale: store.replace_log(shard, current),
+        }),
+        None => {
+            store.rotate(
+                shard,
+                current,
+                Rotation {
+                    old: old_handle,
+                    new: new_handle,
+                    new_log: new_log.clone(),
+                },
+            );
+            None
+        }
+    };
     let snap_name = manifest::snapshot_file_name(shard, generation);
     let path = dir_path(&store, &snap_name);
     let header = SnapshotHeader {
@@ -389,6 +420,7 @@ pub(crate) fn begin(
         old,
         new_log,
         snap_name,
+        repair,
         started: Instant::now(),
     })
 }
@@ -428,6 +460,9 @@ impl Running {
     pub(crate) fn abort(self, engine: &mut Engine, store: &Store) {
         self.image.abort(engine);
         remove_partial(store, &self.path);
+        if self.repair.is_some() {
+            remove_partial(store, &dir_path(store, &self.new_log));
+        }
     }
 
     /// Step c: makes the image durable, names it with the new log alone in the manifest, and
@@ -437,6 +472,28 @@ impl Running {
         store: &Store,
         shard: usize,
     ) -> Result<SnapshotSummary, SnapshotFailed> {
+        let repair_log = self
+            .repair
+            .is_some()
+            .then(|| dir_path(store, &self.new_log));
+        let mut manifest_tried = false;
+        let done = self.finish_steps(store, shard, &mut manifest_tried);
+        if let (Err(_), Some(path), false) = (&done, repair_log, manifest_tried) {
+            // A repair given up before its manifest: its new log is named by none (the
+            // shard's writes stay refused), and the next try takes the same name.
+            remove_partial(store, &path);
+        }
+        done
+    }
+
+    /// `finish`'s steps; `manifest_tried` is set when the manifest's update begins (from then
+    /// on a failure may leave a manifest that names the new files).
+    fn finish_steps(
+        self,
+        store: &Store,
+        shard: usize,
+        manifest_tried: &mut bool,
+    ) -> Result<SnapshotSummary, SnapshotFailed> {
         let fs = &*store.fs;
         let summary = match self.image.finish(fs) {
             Ok(s) => s,
@@ -445,12 +502,25 @@ impl Running {
                 return Err(SnapshotFailed(format!("finishing {}: {e}", self.snap_name)));
             }
         };
-        // The rotation's manifest first (if the sync thread has not stored it yet): this one
-        // replaces its entry, and the old log must be whole and the new one's header durable
-        // before a manifest names the new log.
-        if let Err(e) = store.complete_rotation(shard) {
-            remove_partial(store, &self.path);
-            return Err(SnapshotFailed(format!("the log rotation: {e}")));
+        let mut repair = self.repair;
+        match &mut repair {
+            // A repair: the new log's header durable before the manifest names it (the
+            // manifest's directory fsync makes its name durable).
+            Some(r) => {
+                if let Err(e) = r.new.sync_data() {
+                    remove_partial(store, &self.path);
+                    return Err(SnapshotFailed(format!("fdatasync of the new log: {e}")));
+                }
+            }
+            // The rotation's manifest first (if the sync thread has not stored it yet): this
+            // one replaces its entry, and the old log must be whole and the new one's header
+            // durable before a manifest names the new log.
+            None => {
+                if let Err(e) = store.complete_rotation(shard) {
+                    remove_partial(store, &self.path);
+                    return Err(SnapshotFailed(format!("the log rotation: {e}")));
+                }
+            }
         }
         {
             let mut m = store.manifest.lock().unwrap_or_else(|e| e.into_inner());
@@ -460,6 +530,7 @@ impl Running {
                 snapshot: Some(self.snap_name.clone()),
                 logs: vec![self.new_log.clone()],
             };
+            *manifest_tried = true;
             if let Err(e) = store_manifest(store, &next) {
                 if store.failure().is_none() {
                     remove_partial(store, &self.path);
@@ -469,11 +540,15 @@ impl Running {
             store.manifest_stored(&next);
             *m = next;
         }
-        for name in self.old.snapshot.iter().chain(&self.old.logs) {
+        let stale = repair.as_ref().and_then(|r| r.stale.as_ref());
+        for name in self.old.snapshot.iter().chain(&self.old.logs).chain(stale) {
             if let Err(e) = fs.remove(&dir_path(store, name)) {
                 // Named by no manifest now: recovery removes it.
                 tracing::warn!(file = %name, error = %e, "cannot remove a file the snapshot replaced");
             }
+        }
+        if let Some(r) = repair {
+            store.repaired(shard, r.mark);
         }
         Ok(summary)
     }
@@ -486,6 +561,8 @@ pub(crate) enum Why {
     Round(u64),
     /// The log passed `auto_snapshot_log_bytes`.
     Auto,
+    /// The store failed: a snapshot into new files repairs it (`persistence` module comment).
+    Repair,
 }
 
 impl Snapshots {
@@ -835,6 +912,73 @@ mod tests {
         assert!(!dir.0.join(&stray).exists(), "the stray log is a leftover");
         // And again: the store is as it was.
         check(&dir.0, &model, "a second recovery");
+    }
+
+    /// A failed store (a batch ran in memory and its record was not written) repaired by a
+    /// snapshot into new files, crashed at every file operation of the repair: recovery loads
+    /// every acknowledged key; the failed batch's writes are there after a completed repair
+    /// (its image holds them) and may be before; writes refused while failed are not. Once
+    /// the repair completes, the store takes writes again, into the new log alone.
+    #[test]
+    fn a_repair_crashed_at_every_step_loads_the_acknowledged_keys() {
+        let mut n = 0u64;
+        loop {
+            let dir = TempDir::new(&format!("repair-{n}"));
+            let mut model = BTreeMap::new();
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+                write(&mut engine, &mut log, &mut model, 0..40);
+            }
+            let fs = FaultFs::new(Some(Fault::Crash(n)));
+            let unlogged = batch(1000);
+            let mut seq = 40;
+            let repaired = {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
+                // The failure: a batch ran, its record was not written.
+                let ops: Vec<Op> = unlogged.iter().map(|(k, v)| Op::put(k, v)).collect();
+                engine.execute(&ops, &mut Results::with_capacity(ops.len(), 64));
+                log.store.fail("an injected write failure".into());
+                assert!(
+                    !put(&mut engine, &mut log, &batch(seq)),
+                    "a write was taken"
+                );
+                let repaired = snapshot(&mut engine, &mut log, &mut model, &mut seq).is_ok();
+                assert_eq!(repaired, !log.store.is_failed(), "crash at operation {n}");
+                if repaired {
+                    model.extend(unlogged.iter().cloned());
+                    write(&mut engine, &mut log, &mut model, seq..seq + 5);
+                    assert_eq!(log.store.stats.persist.repairs.load(Ordering::Relaxed), 1);
+                }
+                repaired
+            };
+            let (mut engine, _log) = open(&dir.0, Arc::new(RealFs));
+            for k in 0..KEYS {
+                let key = format!("k{k}").into_bytes();
+                let got = engine.get(&key).unwrap();
+                let failed = unlogged
+                    .iter()
+                    .find(|(uk, _)| *uk == key)
+                    .map(|kv| kv.1.clone());
+                assert!(
+                    got == model.get(&key).cloned()
+                        || (!repaired && got.is_some() && got == failed),
+                    "crash at operation {n}: key k{k} is {got:?} after recovery"
+                );
+            }
+            drop((engine, _log));
+            if fs.ops_done() < n {
+                // Every operation ran: the repair's snapshot and log are the shard's files.
+                assert!(repaired);
+                let m = manifest::load(&RealFs, &dir.0).unwrap().unwrap();
+                assert_eq!(m.shards[0].logs.len(), 1, "{m:?}");
+                let files = std::fs::read_dir(&dir.0).unwrap().count();
+                assert_eq!(files, 4, "old files were not removed");
+                break;
+            }
+            n += 1;
+            assert!(n < 10_000, "the repair never completes");
+        }
+        assert!(n > 10, "only {n} operations: the test crashed nothing");
     }
 
     #[test]

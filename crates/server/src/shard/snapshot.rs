@@ -36,6 +36,13 @@ pub const SNAPSHOT_PAUSE: Duration = Duration::from_millis(1);
 /// full disk would otherwise be retried every check).
 pub const AUTO_RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
+/// While the store is failed, how long a shard waits before its first repair (a snapshot into
+/// new files: `persistence` module comment), and the most it waits between two: the wait
+/// doubles after each repair that fails (a disk still full is not rewritten every second
+/// with a whole image).
+pub const LOG_REPAIR_INTERVAL: Duration = Duration::from_secs(1);
+pub const LOG_REPAIR_INTERVAL_MAX: Duration = Duration::from_secs(60);
+
 /// The shard's snapshot task; returns at once with `appendonly no`.
 pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
     let Some(store) = ctx.store.clone() else {
@@ -45,6 +52,9 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
     let limit = ctx.cfg.auto_snapshot_log_bytes as u64;
     let mut served = 0u64;
     let mut auto_after = Instant::now();
+    let mut repair_wait = LOG_REPAIR_INTERVAL;
+    let mut repair_after = Instant::now();
+    let mut repairing = false;
     loop {
         let log_bytes = ctx
             .log
@@ -56,21 +66,49 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
         } else {
             0
         };
-        let Some(why) = snaps.next(ctx.id, served, log_bytes, auto_limit) else {
+        let needs_repair = store.needs_repair(ctx.id);
+        if needs_repair && !repairing {
+            // A new failure: the first repair after LOG_REPAIR_INTERVAL.
+            repairing = true;
+            repair_wait = LOG_REPAIR_INTERVAL;
+            repair_after = Instant::now() + repair_wait;
+        }
+        repairing &= needs_repair;
+        let next = snaps.next(ctx.id, served, log_bytes, auto_limit);
+        let Some(why) =
+            next.or((repairing && Instant::now() >= repair_after).then_some(Why::Repair))
+        else {
             snaps.asked(ctx.id, snap::AUTO_CHECK_INTERVAL).await;
             continue;
         };
+        // Whichever asked for it, a snapshot of a failed store is a repair: one shard at a
+        // time (the others look again at their next check).
+        let turn = repairing && store.take_repair_turn();
+        if repairing && !turn {
+            snaps.asked(ctx.id, snap::AUTO_CHECK_INTERVAL).await;
+            continue;
+        }
         if let Why::Round(id) = why {
             served = id;
         }
         snaps.set_running(ctx.id, true);
         let outcome = ctx.snapshot().await;
         snaps.set_running(ctx.id, false);
+        if turn {
+            store.end_repair_turn();
+        }
         let c = &ctx.stats.snapshot;
         let image_bytes = match outcome {
             Ok(bytes) => {
                 c.done.fetch_add(1, Ordering::Relaxed);
                 c.bytes.fetch_add(bytes, Ordering::Relaxed);
+                if repairing {
+                    tracing::warn!(
+                        shard = ctx.id,
+                        image_bytes = bytes,
+                        "the failed store's files are repaired on this shard: a new snapshot and log"
+                    );
+                }
                 if why == Why::Auto {
                     c.auto.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(
@@ -84,7 +122,14 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             }
             Err(e) => {
                 c.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(shard = ctx.id, reason = ?why, error = %e, "snapshot failed; the files before it are kept");
+                if repairing {
+                    // Whichever asked for it, the snapshot of a failed store was a repair.
+                    repair_after = Instant::now() + repair_wait;
+                    tracing::error!(shard = ctx.id, reason = ?why, error = %e, retry_in_s = repair_wait.as_secs(), "repair of the failed store's files failed; writes stay refused");
+                    repair_wait = (repair_wait * 2).min(LOG_REPAIR_INTERVAL_MAX);
+                } else {
+                    tracing::error!(shard = ctx.id, reason = ?why, error = %e, "snapshot failed; the files before it are kept");
+                }
                 if why == Why::Auto {
                     auto_after = Instant::now() + AUTO_RETRY_INTERVAL;
                 }

@@ -178,9 +178,10 @@ fn evictions_are_logged_so_a_restart_keeps_exactly_the_keys_kept() {
 fn a_failed_log_write_refuses_writes_with_misconf_and_serves_reads() {
     let dir = TempDir::new("enospc");
     let cfg = config(&dir, 1, "everysec");
-    // Write number 40 fails with ENOSPC: the store's own files take the first few, records
+    // Write number 40 is cut short and every later one fails with ENOSPC (a full disk that
+    // stays full, so no repair succeeds): the store's own files take the first few, records
     // the rest.
-    let fs = FaultFs::new(Some(Fault::FailWrite(40)));
+    let fs = FaultFs::new(Some(Fault::ShortWrite(40)));
     let srv = start(cfg.clone(), Arc::new(fs));
     let mut c = Client::connect(&srv);
     let mut acked = Vec::new();
@@ -233,7 +234,8 @@ fn a_failed_log_write_refuses_writes_with_misconf_and_serves_reads() {
 fn a_failed_log_write_refuses_memcached_writes_and_flush_all_with_server_error() {
     let dir = TempDir::new("enospc-memcache");
     let cfg = config(&dir, 2, "everysec");
-    let fs = FaultFs::new(Some(Fault::FailWrite(40)));
+    // A disk that stays full (no repair succeeds while the test looks).
+    let fs = FaultFs::new(Some(Fault::ShortWrite(40)));
     let srv = start(cfg, Arc::new(fs));
     let mut mc = Mc::connect(&srv);
     let mut acked = Vec::new();
@@ -284,7 +286,7 @@ fn a_failed_fsync_under_always_acknowledges_nothing_after_it() {
     let dir = TempDir::new("eio");
     let cfg = config(&dir, 1, "always");
     let fs = FaultFs::new(Some(Fault::FailSync(30)));
-    let srv = start(cfg.clone(), Arc::new(fs));
+    let srv = start(cfg.clone(), Arc::new(fs.clone()));
     let mut acked = Vec::new();
     let mut closed = false;
     let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
@@ -311,10 +313,109 @@ fn a_failed_fsync_under_always_acknowledges_nothing_after_it() {
     }
     assert!(closed, "no connection was closed by the failed fdatasync");
     assert!(!acked.is_empty());
+    // The disk stays unwritable for now: no repair (the first comes a second after the
+    // failure) can succeed while the test looks.
+    fs.set_full(true);
     let mut c = Client::connect(&srv);
     let e = text(c.cmd(&["SET", "later", "v"]));
     assert!(e.starts_with("MISCONF"), "{e}");
     assert_eq!(c.cmd(&["GET", &acked[0]]), common::bulk("v"));
+    // Freed: the shard writes a new snapshot and log, and writes are taken again; this
+    // connection saw the failure, and its next reply waits for its fdatasync as usual.
+    // (Another connection watches, so that `c`'s next reply is its first since the failure.)
+    fs.set_full(false);
+    let mut watch = Client::connect(&srv);
+    wait_repaired(&mut watch);
+    let waits = |c: &mut Client| -> u64 { info(c, "aof_durable_waits").parse().unwrap() };
+    // (The first reply after the repair waits for a round that syncs the new log: one more
+    // INFO so that `watch`'s own replies wait for nothing.)
+    waits(&mut watch);
+    let before = waits(&mut watch);
+    assert_eq!(waits(&mut watch), before, "an INFO waited for a sync");
+    assert_eq!(c.cmd(&["SET", "after", "v"]), Reply::Simple("OK".into()));
+    assert!(
+        waits(&mut watch) > before,
+        "the reply did not wait for its fdatasync"
+    );
+    drop((c, watch));
+    srv.stop();
+    let srv = start(cfg, Arc::new(RealFs));
+    let mut c = Client::connect(&srv);
+    for k in &acked {
+        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
+    }
+    assert_eq!(c.cmd(&["GET", "after"]), common::bulk("v"));
+    assert_eq!(c.cmd(&["EXISTS", "later"]), Reply::Integer(0));
+    drop(c);
+    srv.stop();
+}
+
+/// Polls INFO until the store takes writes again (a repair: every shard wrote a new
+/// snapshot and log); the wait doubles after each failed repair, from a second.
+fn wait_repaired(c: &mut Client) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while info(c, "aof_last_write_status") != "ok" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store was not repaired within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A disk that fills up and is freed (Redis's behaviour: writes refused with MISCONF while
+/// its AOF cannot be written, accepted again once it can, without a restart): writes are
+/// refused while full, reads served, repairs fail and are retried; once freed, every shard
+/// writes a new snapshot and log, the old files go, writes are accepted on the same
+/// connection, and a restart gives back every acknowledged write (and the batch whose record
+/// failed: it ran in memory, and the repair's snapshot holds it).
+#[test]
+fn a_full_disk_refuses_writes_until_freed_then_the_store_repairs_itself() {
+    let dir = TempDir::new("full-freed");
+    let cfg = config(&dir, 2, "everysec");
+    let fs = FaultFs::new(None);
+    let srv = start(cfg.clone(), Arc::new(fs.clone()));
+    let mut c = Client::connect(&srv);
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        let k = format!("a{i}");
+        assert_eq!(c.cmd(&["SET", &k, "v"]), Reply::Simple("OK".into()));
+        acked.push(k);
+    }
+    assert_eq!(c.cmd(&["INCRBY", "counter", "5"]), Reply::Integer(5));
+    fs.set_full(true);
+    let e = text(c.cmd(&["SET", "failed", "v"]));
+    assert!(e.starts_with("MISCONF"), "{e}");
+    let e = text(c.cmd(&["INCR", "counter"]));
+    assert!(e.starts_with("MISCONF"), "{e}");
+    assert_eq!(c.cmd(&["GET", "a0"]), common::bulk("v"));
+    assert_eq!(info(&mut c, "aof_last_write_status"), "err");
+    // The first repair comes after a second, and fails on the full disk.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(info(&mut c, "aof_last_write_status"), "err");
+    let e = text(c.cmd(&["SET", "refused", "v"]));
+    assert!(e.starts_with("MISCONF"), "{e}");
+    let failed_snapshots: u64 = info(&mut c, "snapshots_failed").parse().unwrap();
+    assert!(failed_snapshots >= 1, "no repair was tried");
+    fs.set_full(false);
+    wait_repaired(&mut c);
+    assert_eq!(info(&mut c, "aof_repairs"), "1");
+    // Each shard's files are its repair's snapshot and log; the old ones are gone.
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(
+        !names.contains(&"log-0000-0000000001.dkvl".to_string()),
+        "{names:?}"
+    );
+    for (i, k) in ["b0", "b1", "b2"].iter().enumerate() {
+        assert_eq!(c.cmd(&["SET", k, "v"]), Reply::Simple("OK".into()), "{i}");
+        acked.push(k.to_string());
+    }
+    assert_eq!(c.cmd(&["INCR", "counter"]), Reply::Integer(6));
     drop(c);
     srv.stop();
     let srv = start(cfg, Arc::new(RealFs));
@@ -322,6 +423,9 @@ fn a_failed_fsync_under_always_acknowledges_nothing_after_it() {
     for k in &acked {
         assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
     }
+    assert_eq!(c.cmd(&["GET", "counter"]), common::bulk("6"));
+    assert_eq!(c.cmd(&["GET", "failed"]), common::bulk("v"));
+    assert_eq!(c.cmd(&["EXISTS", "refused"]), Reply::Integer(0));
     drop(c);
     srv.stop();
 }

@@ -277,7 +277,7 @@ pub fn op_error_text(e: &OpError) -> String {
         }
         // Redis's word for "writes are refused because persistence failed".
         OpError::NotLogged(why) => format!(
-            "MISCONF Errors writing to the persistence log ({why}): commands that may modify the data set are disabled, reads are served. Fix the disk and restart the server."
+            "MISCONF Errors writing to the persistence log ({why}): commands that may modify the data set are disabled, reads are served. Writes are accepted again once every shard has written a new snapshot of its data (tried each second or more, and on BGSAVE): free the disk."
         ),
         e => format!("ERR {e}"),
     }
