@@ -257,9 +257,15 @@ pub fn store(fs: &dyn Fs, dir: &Path, m: &Manifest) -> Result<(), ManifestError>
         move |source| ManifestError::Io { path, op, source }
     };
     let mut f = fs.create_truncate(&tmp).map_err(io(&tmp, "create"))?;
-    write_all(&mut *f, m.encode().as_bytes()).map_err(|(_, e)| io(&tmp, "write")(e))?;
-    f.sync_data().map_err(io(&tmp, "fdatasync"))?;
+    let written = write_all(&mut *f, m.encode().as_bytes())
+        .map_err(|(_, e)| io(&tmp, "write")(e))
+        .and_then(|()| f.sync_data().map_err(io(&tmp, "fdatasync")));
     drop(f);
+    if let Err(e) = written {
+        // A full disk's partial file takes room a retry needs; the old manifest stands.
+        let _ = fs.remove(&tmp);
+        return Err(e);
+    }
     fs.rename(&tmp, &path).map_err(io(&path, "rename"))?;
     fs.sync_dir(dir).map_err(io(dir, "fsync directory"))?;
     Ok(())

@@ -304,7 +304,8 @@ fn dir_path(store: &Store, name: &str) -> PathBuf {
 /// Stores `m` as the manifest. An error whose outcome is unknown (the rename happened, or may
 /// have: its directory fsync failed) fails the store; an error before the rename leaves the
 /// old manifest standing, and only the caller's step is given up.
-fn store_manifest(store: &Store, m: &manifest::Manifest) -> Result<(), SnapshotFailed> {
+/// Err carries whether the outcome is unknown (the new manifest may stand).
+fn store_manifest(store: &Store, m: &manifest::Manifest) -> Result<(), (SnapshotFailed, bool)> {
     match manifest::store(&*store.fs, &store.dir, m) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -312,7 +313,10 @@ fn store_manifest(store: &Store, m: &manifest::Manifest) -> Result<(), SnapshotF
             if unknown {
                 store.fail(format!("storing the manifest: {e}"));
             }
-            Err(SnapshotFailed(format!("storing the manifest: {e}")))
+            Err((
+                SnapshotFailed(format!("storing the manifest: {e}")),
+                unknown,
+            ))
         }
     }
 }
@@ -430,6 +434,10 @@ pub(crate) fn begin(
         Ok(i) => i,
         Err(e) => {
             remove_partial(&store, &path);
+            if repair.is_some() {
+                // Named by no manifest; the next repair takes the same name.
+                remove_partial(&store, &dir_path(&store, &new_log));
+            }
             return Err(SnapshotFailed(format!("creating {snap_name}: {e}")));
         }
     };
@@ -495,23 +503,23 @@ impl Running {
             .repair
             .is_some()
             .then(|| dir_path(store, &self.new_log));
-        let mut manifest_tried = false;
-        let done = self.finish_steps(store, shard, &mut manifest_tried);
-        if let (Err(_), Some(path), false) = (&done, repair_log, manifest_tried) {
-            // A repair given up before its manifest: its new log is named by none (the
-            // shard's writes stay refused), and the next try takes the same name.
+        let mut may_be_named = false;
+        let done = self.finish_steps(store, shard, &mut may_be_named);
+        if let (Err(_), Some(path), false) = (&done, repair_log, may_be_named) {
+            // A repair given up with the old manifest standing: its new log is named by none
+            // (the shard's writes stay refused), and the next try takes the same name.
             remove_partial(store, &path);
         }
         done
     }
 
-    /// `finish`'s steps; `manifest_tried` is set when the manifest's update begins (from then
-    /// on a failure may leave a manifest that names the new files).
+    /// `finish`'s steps; `may_be_named` is set when the manifest's update failed after its
+    /// rename may have happened (a manifest that names the new files may stand).
     fn finish_steps(
         self,
         store: &Store,
         shard: usize,
-        manifest_tried: &mut bool,
+        may_be_named: &mut bool,
     ) -> Result<SnapshotSummary, SnapshotFailed> {
         let fs = &*store.fs;
         let summary = match self.image.finish(fs) {
@@ -553,10 +561,13 @@ impl Running {
                 snapshot: Some(self.snap_name.clone()),
                 logs: vec![self.new_log.clone()],
             };
-            *manifest_tried = true;
-            if let Err(e) = store_manifest(store, &next) {
-                if store.failure().is_none() {
+            if let Err((e, unknown)) = store_manifest(store, &next) {
+                // Before the rename (a full disk writing it): the old manifest stands and
+                // names neither new file. After it, either may stand: both files are kept.
+                if !unknown {
                     remove_partial(store, &self.path);
+                } else {
+                    *may_be_named = true;
                 }
                 return Err(e);
             }
@@ -803,7 +814,8 @@ mod tests {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(e) => {
-                    remove_partial(&store, &run.path);
+                    // As the shard's task gives a snapshot up.
+                    run.abort(engine, &store);
                     return Err(SnapshotFailed(e.to_string()));
                 }
             }
@@ -954,6 +966,66 @@ mod tests {
     #[test]
     fn a_repair_over_a_pending_rotation_crashed_at_every_step_loads_the_acknowledged_keys() {
         repair_crash("repair-rot", true);
+    }
+
+    /// A repair whose Nth write fails (a disk still full), for every N: it is given up
+    /// without leaving a file behind (the image, its new log: a leftover image would keep the
+    /// disk as full as before), writes stay refused, and the next repair succeeds and leaves
+    /// exactly the shard's snapshot and log.
+    #[test]
+    fn a_repair_failing_at_any_write_leaves_no_file_and_the_next_one_works() {
+        let mut n = 0u64;
+        loop {
+            let dir = TempDir::new(&format!("repair-fail-{n}"));
+            let mut model = BTreeMap::new();
+            {
+                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+                write(&mut engine, &mut log, &mut model, 0..40);
+            }
+            let fs = FaultFs::new(Some(Fault::FailWrite(n)));
+            let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
+            log.store.fail("an injected write failure".into());
+            let mut seq = 40;
+            let first = snapshot(&mut engine, &mut log, &mut model, &mut seq);
+            let files = || std::fs::read_dir(&dir.0).unwrap().count();
+            if first.is_ok() {
+                // The planned write came after the repair's last.
+                assert!(!log.store.is_failed());
+                assert_eq!(files(), 4);
+                break;
+            }
+            assert!(
+                log.store.is_failed(),
+                "failed at write {n}, yet writes are taken"
+            );
+            // MANIFEST, LOCK, the old log: nothing of the repair is left.
+            let names = || -> Vec<_> {
+                std::fs::read_dir(&dir.0)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect()
+            };
+            assert_eq!(
+                files(),
+                3,
+                "write {n} failed: the repair left a file behind: {:?}",
+                names()
+            );
+            snapshot(&mut engine, &mut log, &mut model, &mut seq)
+                .unwrap_or_else(|e| panic!("the repair after write {n} failed: {e}"));
+            assert!(!log.store.is_failed());
+            write(&mut engine, &mut log, &mut model, seq..seq + 5);
+            drop((engine, log));
+            assert_eq!(files(), 4, "write {n} failed");
+            check(
+                &dir.0,
+                &model,
+                &format!("a repair failed at write {n}, then one completed"),
+            );
+            n += 1;
+            assert!(n < 10_000, "the repair never completes");
+        }
+        assert!(n > 3, "only {n} writes: the test failed nothing");
     }
 
     fn repair_crash(tag: &str, rotation_pending: bool) {
