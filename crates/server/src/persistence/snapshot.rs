@@ -835,6 +835,16 @@ mod tests {
         }
     }
 
+    /// A store of its own in `name` with batches 0..40 acknowledged (on the real file
+    /// system), and the model of what they wrote.
+    fn seeded(name: &str) -> (TempDir, BTreeMap<Vec<u8>, Vec<u8>>) {
+        let dir = TempDir::new(name);
+        let mut model = BTreeMap::new();
+        let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
+        write(&mut engine, &mut log, &mut model, 0..40);
+        (dir, model)
+    }
+
     /// Crashes at every file operation of two snapshots (the second replaces a snapshot and a
     /// chain of logs), `rotation_at` of each as `snapshot_with` takes it; after each crash
     /// recovery loads exactly the acknowledged keys, and once no operation crashes the
@@ -842,12 +852,7 @@ mod tests {
     fn crash_at_every_step(tag: &str, rotation_at: [Option<usize>; 2]) {
         let mut n = 0u64;
         loop {
-            let dir = TempDir::new(&format!("{tag}-{n}"));
-            let mut model = BTreeMap::new();
-            {
-                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
-                write(&mut engine, &mut log, &mut model, 0..40);
-            }
+            let (dir, mut model) = seeded(&format!("{tag}-{n}"));
             let fs = FaultFs::new(Some(Fault::Crash(n)));
             let mut seq = 40;
             {
@@ -976,12 +981,7 @@ mod tests {
     fn a_repair_failing_at_any_write_leaves_no_file_and_the_next_one_works() {
         let mut n = 0u64;
         loop {
-            let dir = TempDir::new(&format!("repair-fail-{n}"));
-            let mut model = BTreeMap::new();
-            {
-                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
-                write(&mut engine, &mut log, &mut model, 0..40);
-            }
+            let (dir, mut model) = seeded(&format!("repair-fail-{n}"));
             let fs = FaultFs::new(Some(Fault::FailWrite(n)));
             let (mut engine, mut log) = open(&dir.0, Arc::new(fs.clone()));
             log.store.fail("an injected write failure".into());
@@ -1031,12 +1031,7 @@ mod tests {
     fn repair_crash(tag: &str, rotation_pending: bool) {
         let mut n = 0u64;
         loop {
-            let dir = TempDir::new(&format!("{tag}-{n}"));
-            let mut model = BTreeMap::new();
-            {
-                let (mut engine, mut log) = open(&dir.0, Arc::new(RealFs));
-                write(&mut engine, &mut log, &mut model, 0..40);
-            }
+            let (dir, mut model) = seeded(&format!("{tag}-{n}"));
             let fs = FaultFs::new(Some(Fault::Crash(n)));
             let unlogged = batch(1000);
             let mut seq = 40;

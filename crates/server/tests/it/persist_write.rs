@@ -213,11 +213,7 @@ fn a_failed_log_write_refuses_writes_with_misconf_and_serves_reads() {
     drop(c);
     srv.stop();
     // Every acknowledged write is in the log; the refused ones are not.
-    let srv = start(cfg, Arc::new(RealFs));
-    let mut c = Client::connect(&srv);
-    for k in &acked {
-        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
-    }
+    let (srv, mut c) = restart_with_acked(cfg, &acked);
     assert_eq!(
         c.cmd(&["EXISTS", &refused, "later", "counter"]),
         Reply::Integer(0)
@@ -339,15 +335,22 @@ fn a_failed_fsync_under_always_acknowledges_nothing_after_it() {
     );
     drop((c, watch));
     srv.stop();
-    let srv = start(cfg, Arc::new(RealFs));
-    let mut c = Client::connect(&srv);
-    for k in &acked {
-        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
-    }
+    let (srv, mut c) = restart_with_acked(cfg, &acked);
     assert_eq!(c.cmd(&["GET", "after"]), common::bulk("v"));
     assert_eq!(c.cmd(&["EXISTS", "later"]), Reply::Integer(0));
     drop(c);
     srv.stop();
+}
+
+/// The server started again on `cfg`'s directory (the real file system), every key of
+/// `acked` checked to hold "v"; the server and a client, for the caller's further checks.
+fn restart_with_acked(cfg: ServerConfig, acked: &[String]) -> (Server, Client) {
+    let srv = start(cfg, Arc::new(RealFs));
+    let mut c = Client::connect(&srv);
+    for k in acked {
+        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
+    }
+    (srv, c)
 }
 
 /// Polls INFO until the store takes writes again (a repair: every shard wrote a new
@@ -418,11 +421,7 @@ fn a_full_disk_refuses_writes_until_freed_then_the_store_repairs_itself() {
     assert_eq!(c.cmd(&["INCR", "counter"]), Reply::Integer(6));
     drop(c);
     srv.stop();
-    let srv = start(cfg, Arc::new(RealFs));
-    let mut c = Client::connect(&srv);
-    for k in &acked {
-        assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
-    }
+    let (srv, mut c) = restart_with_acked(cfg, &acked);
     assert_eq!(c.cmd(&["GET", "counter"]), common::bulk("6"));
     assert_eq!(c.cmd(&["GET", "failed"]), common::bulk("v"));
     assert_eq!(c.cmd(&["EXISTS", "refused"]), Reply::Integer(0));
