@@ -30,10 +30,27 @@
 //! Goals: measure the kernel's per-message cost (system calls, TCP on loopback, wake-ups) with
 //! the same connection count and message sizes as a real run, in the same session as it.
 //! Non-goals: bandwidth of large transfers, other transports, more than one thread per side.
+//!
+//! **With a log (`fsync`)**: the bound of `appendfsync always` on this machine for a server that
+//! does no work but the durability itself (issue 22). The echo thread holds each complete
+//! request's answer; once every connection has one held it writes a record of `record_bytes`
+//! per held request with one `pwrite` into a file whose blocks are written and synced before
+//! the run (so an fdatasync carries data and a flush, no allocation or size change: the
+//! cheapest case a log has), fdatasyncs it, and only then answers them all. That is the ideal
+//! group commit of a closed loop (one fdatasync per round of every connection's batch) minus
+//! all of a real server's work (parsing, the store, a record's encoding, replies' rendering):
+//! no server on these cores answers `always` faster with one batch in flight per connection.
+//!
+//! ```text
+//!   core 1, echo with fsync:  recv req c0 .. recv req c3 ─ pwrite 4 records ─ fdatasync ─ send 4 answers
+//! ```
 
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,8 +76,21 @@ const SLEEP_POLL_MS: i32 = 50;
 const WARMUP: Duration = Duration::from_millis(200);
 /// Events taken from epoll per call.
 const EVENTS_MAX: usize = 64;
+/// The log file's bytes, written and synced before the run; records wrap around in it.
+const LOG_REGION_BYTES: u64 = 16 << 20;
+/// The largest record written per held request, bytes.
+pub const RECORD_BYTES_MAX: usize = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The echo end's log (see the module's "With a log").
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoFsync {
+    /// Directory the log file is made in (and removed from after the run).
+    pub dir: PathBuf,
+    /// Bytes written per held request.
+    pub record_bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct EchoConfig {
     pub connections: usize,
     pub request_bytes: usize,
@@ -70,6 +100,8 @@ pub struct EchoConfig {
     pub busy_poll: bool,
     /// (caller's core, echo thread's core), or None to leave both unpinned.
     pub cpus: Option<(usize, usize)>,
+    /// Answer only after the requests' records are durable (`None`: answer at once).
+    pub fsync: Option<EchoFsync>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,6 +117,11 @@ pub struct EchoResult {
     pub server_round_trips: u64,
     /// Round trips measured by the caller (warm-up excluded).
     pub round_trips: u64,
+    /// With a log: the echo thread's fdatasyncs (warm-up included) and their mean wall time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsyncs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsync_mean_us: Option<f64>,
 }
 
 impl EchoResult {
@@ -149,6 +186,14 @@ impl EchoConfig {
         if !(s > 0.0 && s <= SECONDS_MAX) {
             return Err(format!("measurement of {s} s outside (0, {SECONDS_MAX}]"));
         }
+        if let Some(f) = &self.fsync {
+            if f.record_bytes == 0 || f.record_bytes > RECORD_BYTES_MAX {
+                return Err(format!(
+                    "record of {} bytes outside 1..={RECORD_BYTES_MAX}",
+                    f.record_bytes
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -157,15 +202,20 @@ impl EchoConfig {
 /// echo thread is joined before returning, also on errors.
 pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
     config.validate()?;
+    let log = config
+        .fsync
+        .as_ref()
+        .map(|f| GroupLog::create(f, config.connections))
+        .transpose()?;
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     let server = {
         let stop = Arc::clone(&stop);
-        let config = *config;
+        let config = config.clone();
         std::thread::Builder::new()
             .name("loopback-echo".to_string())
-            .spawn(move || -> Result<u64, String> {
+            .spawn(move || -> Result<(u64, Option<(u64, u64)>), String> {
                 if let Some((_, cpu)) = config.cpus {
                     let _ = pin_current_thread(cpu);
                 }
@@ -175,7 +225,9 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
                     conns.push(s);
                 }
                 let mut side = Side::new(conns, config.request_bytes, config.response_bytes)?;
-                side.run(&stop, config.busy_poll, None)
+                side.log = log;
+                let served = side.run(&stop, config.busy_poll, None)?;
+                Ok((served, side.log.as_ref().map(|l| (l.rounds, l.fsync_ns))))
             })
             .map_err(|e| format!("cannot start the echo thread: {e}"))?
     };
@@ -185,7 +237,7 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
         .join()
         .map_err(|_| "the echo thread panicked".to_string())?;
     let (round_trips, seconds) = measured?;
-    let server_round_trips = served?;
+    let (server_round_trips, synced) = served?;
     Ok(EchoResult {
         connections: config.connections,
         request_bytes: config.request_bytes,
@@ -195,7 +247,96 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
         round_trips_per_sec: round_trips as f64 / seconds,
         server_round_trips,
         round_trips,
+        fsyncs: synced.map(|(n, _)| n),
+        fsync_mean_us: synced.map(|(n, ns)| ns as f64 / n.max(1) as f64 / 1e3),
     })
+}
+
+/// The echo thread's log: records of held requests, made durable a round at a time.
+struct GroupLog {
+    file: File,
+    path: PathBuf,
+    record_bytes: usize,
+    /// Records of the requests held now, written at the round's end.
+    pending: Vec<u8>,
+    offset: u64,
+    /// Requests held per connection, and how many connections hold one.
+    held: Vec<usize>,
+    holding: usize,
+    rounds: u64,
+    fsync_ns: u64,
+}
+
+impl GroupLog {
+    /// Makes the file and writes and syncs all of its blocks, so that a round's fdatasync
+    /// neither allocates nor changes the size.
+    fn create(f: &EchoFsync, connections: usize) -> Result<GroupLog, String> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = f
+            .dir
+            .join(format!("loopback-echo-log-{}-{n}", std::process::id()));
+        let err = |what: &str, e: std::io::Error| format!("{what} {}: {e}", path.display());
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| err("create", e))?;
+        let log = GroupLog {
+            file,
+            path: path.clone(),
+            record_bytes: f.record_bytes,
+            pending: Vec::new(),
+            offset: 0,
+            held: vec![0; connections],
+            holding: 0,
+            rounds: 0,
+            fsync_ns: 0,
+        };
+        let chunk = vec![0u8; 1 << 20];
+        for at in (0..LOG_REGION_BYTES).step_by(chunk.len()) {
+            log.file
+                .write_all_at(&chunk, at)
+                .map_err(|e| err("write", e))?;
+        }
+        log.file.sync_all().map_err(|e| err("fsync", e))?;
+        Ok(log)
+    }
+
+    fn hold(&mut self, conn: usize) {
+        if self.held[conn] == 0 {
+            self.holding += 1;
+        }
+        self.held[conn] += 1;
+        self.pending
+            .extend(std::iter::repeat_n(b'r', self.record_bytes));
+    }
+
+    /// Writes the held requests' records and fdatasyncs them.
+    fn commit(&mut self) -> Result<(), String> {
+        if self.offset + self.pending.len() as u64 > LOG_REGION_BYTES {
+            self.offset = 0;
+        }
+        let t = Instant::now();
+        let n = self.pending.len() as u64;
+        self.file
+            .write_all_at(&self.pending, self.offset)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| format!("log {}: {e}", self.path.display()))?;
+        self.fsync_ns += t.elapsed().as_nanos() as u64;
+        self.rounds += 1;
+        self.offset = (self.offset + n) % LOG_REGION_BYTES;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+impl Drop for GroupLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// The caller's end: connects, runs the warm-up and the measurement, and closes its sockets
@@ -244,6 +385,8 @@ struct Side {
     out: Vec<u8>,
     buf: Vec<u8>,
     epoll: Epoll,
+    /// The echo end's log: answers wait for it (see the module's "With a log").
+    log: Option<GroupLog>,
 }
 
 impl Side {
@@ -262,6 +405,7 @@ impl Side {
             out: vec![b'x'; out_bytes],
             buf: vec![0; in_bytes.clamp(64 << 10, 1 << 20)],
             epoll,
+            log: None,
         })
     }
 
@@ -325,17 +469,51 @@ impl Side {
                 while self.have[i] >= self.in_bytes {
                     self.have[i] -= self.in_bytes;
                     messages += 1;
-                    if let Err(e) = self.conns[i].write_all(&self.out) {
-                        if deadline.is_some() {
-                            return Err(format!("send: {e}"));
-                        }
-                        // The echo end: the caller closed this connection while it answered.
+                    if let Some(log) = &mut self.log {
+                        log.hold(i);
+                        continue;
+                    }
+                    if !self.answer(i, 1, deadline.is_some())? {
                         break;
                     }
                 }
             }
+            // With a log, a round ends when every open connection waits for an answer.
+            if self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.holding > 0 && l.holding >= open)
+            {
+                let log = self.log.as_mut().expect("checked");
+                log.commit()?;
+                log.holding = 0;
+                let held = std::mem::take(&mut log.held);
+                for (i, &n) in held.iter().enumerate() {
+                    if n > 0 {
+                        self.answer(i, n, deadline.is_some())?;
+                    }
+                }
+                let log = self.log.as_mut().expect("checked");
+                log.held = held;
+                log.held.fill(0);
+            }
         }
         Ok(messages)
+    }
+
+    /// Sends `n` answers on connection `i`. Ok(false): the peer closed it meanwhile (only the
+    /// echo end, `caller` false, carries on).
+    fn answer(&mut self, i: usize, n: usize, caller: bool) -> Result<bool, String> {
+        for _ in 0..n {
+            if let Err(e) = self.conns[i].write_all(&self.out) {
+                if caller {
+                    return Err(format!("send: {e}"));
+                }
+                // The echo end: the caller closed this connection while it answered.
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -351,6 +529,7 @@ mod tests {
             measure: Duration::from_millis(300),
             busy_poll,
             cpus: None,
+            fsync: None,
         }
     }
 
@@ -366,6 +545,59 @@ mod tests {
             assert_eq!(r.connections, 3);
             assert_eq!(r.ops_per_sec(64), r.round_trips_per_sec * 64.0);
         }
+    }
+
+    #[test]
+    fn with_a_log_each_round_answers_every_connection_after_one_fdatasync() {
+        let dir = crate::net::compare::DataDir::create("echo-fsync-test").unwrap();
+        let r = echo(&EchoConfig {
+            fsync: Some(EchoFsync {
+                dir: dir.path.clone(),
+                record_bytes: 700,
+            }),
+            ..config(3, true)
+        })
+        .unwrap();
+        let fsyncs = r.fsyncs.expect("a run with a log counts its fdatasyncs");
+        assert!(fsyncs > 0 && r.round_trips > 0, "{r:?}");
+        // One request in flight per connection: a round holds one of each, and a last
+        // round may have been left unanswered when the run stopped.
+        let answered = fsyncs * 3;
+        assert!(
+            r.server_round_trips >= answered && r.server_round_trips <= answered + 3,
+            "{r:?}"
+        );
+        assert!(r.round_trips <= answered, "{r:?}");
+        assert!(r.fsync_mean_us.is_some_and(|us| us > 0.0), "{r:?}");
+        // The log file is gone after the run.
+        assert_eq!(std::fs::read_dir(&dir.path).unwrap().count(), 0);
+        // Without a log there is no fdatasync count.
+        assert_eq!(echo(&config(1, true)).unwrap().fsyncs, None);
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_made_is_a_clear_error() {
+        let missing = std::env::temp_dir().join(format!("no-such-dir-{}", std::process::id()));
+        let e = echo(&EchoConfig {
+            fsync: Some(EchoFsync {
+                dir: missing.clone(),
+                record_bytes: 700,
+            }),
+            ..config(1, true)
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("create") && e.contains(&missing.display().to_string()),
+            "{e}"
+        );
+        let zero = EchoConfig {
+            fsync: Some(EchoFsync {
+                dir: std::env::temp_dir(),
+                record_bytes: 0,
+            }),
+            ..config(1, true)
+        };
+        assert!(echo(&zero).unwrap_err().contains("record of 0 bytes"));
     }
 
     #[test]

@@ -422,6 +422,7 @@ fn loopback_echo(args: &CompareArgs, pinned: bool) -> Result<EchoReference, Stri
         measure: args.measure,
         busy_poll: args.busy_poll,
         cpus: pinned.then_some((LOAD_CPU, SERVER_CPU)),
+        fsync: None,
     })
     .map_err(|e| format!("loopback echo: {e}"))?;
     Ok(EchoReference {

@@ -547,6 +547,8 @@ mod tests {
                     round_trips_per_sec: 1.0,
                     server_round_trips: 1,
                     round_trips: 1,
+                    fsyncs: None,
+                    fsync_mean_us: None,
                 },
             }),
         };

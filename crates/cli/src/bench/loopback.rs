@@ -1,5 +1,7 @@
 //! `directkv bench loopback`: the network alone, an echo pair over loopback TCP exchanging
-//! directkv-native batch bytes with no work; prints one line or one JSON object.
+//! directkv-native batch bytes with no work; prints one line or one JSON object. With
+//! `--fsync-dir`, the echo answers a round of every connection's batch only after one
+//! fdatasync of their records: the bound of `appendfsync always` for a server with no work.
 
 use clap::Args;
 use directkv_bench::machine::loopback;
@@ -34,6 +36,13 @@ pub struct LoopbackFlags {
     /// Do not pin the two ends to cores 0 and 1.
     #[arg(long)]
     no_pin: bool,
+    /// Answer each round of batches (one per connection) only after writing a record per
+    /// batch to a file in this directory and fdatasyncing it.
+    #[arg(long)]
+    fsync_dir: Option<std::path::PathBuf>,
+    /// Bytes of the record written per batch with `--fsync-dir`.
+    #[arg(long, default_value_t = 1024)]
+    record_bytes: usize,
     /// Print one JSON object instead of a line.
     #[arg(long)]
     json: bool,
@@ -49,6 +58,10 @@ pub fn run(f: LoopbackFlags) -> Result<(), String> {
         measure: duration_flag("seconds", f.seconds, false)?,
         busy_poll: !f.no_busy_poll,
         cpus: (!f.no_pin && two_cores).then_some((0, 1)),
+        fsync: f.fsync_dir.map(|dir| loopback::EchoFsync {
+            dir,
+            record_bytes: f.record_bytes,
+        }),
     })?;
     let ops = r.ops_per_sec(f.depth);
     if f.json {
@@ -69,6 +82,12 @@ pub fn run(f: LoopbackFlags) -> Result<(), String> {
             ops,
             f.depth
         );
+        if let (Some(n), Some(us)) = (r.fsyncs, r.fsync_mean_us) {
+            println!(
+                "  answered after fdatasync of {}-byte records per batch: {n} fdatasyncs, mean {us:.0} us",
+                f.record_bytes
+            );
+        }
     }
     Ok(())
 }
