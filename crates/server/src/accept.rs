@@ -247,9 +247,13 @@ pub(crate) async fn flush(
         // Failed in the same incident as at the last flush: every write since was refused.
         let refused_since =
             gate.failed_before.is_some() && store.failed_incident() == gate.failed_before;
-        if !refused_since && store.durable().await.is_err() {
-            out.clear();
-            return false;
+        if !refused_since {
+            // The shard keeps polling while the reply waits (`busy_poll::Activity::awaiting`).
+            let _awaiting = ctx.activity.awaiting();
+            if store.durable().await.is_err() {
+                out.clear();
+                return false;
+            }
         }
         gate.failed_before = store.failed_incident();
     }

@@ -44,6 +44,20 @@ pub fn pin_current_thread_to_nth_allowed(index: usize) -> bool {
     pin_current_thread(cpus[index % cpus.len()])
 }
 
+/// Times the calling thread gave up its CPU to wait (`ru_nvcsw` of `getrusage(RUSAGE_THREAD)`):
+/// each is followed by a wake-up, which may take the core from a thread running on it. 0 if
+/// the kernel does not say.
+pub fn thread_voluntary_switches() -> u64 {
+    // SAFETY: rusage is plain data for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, which lives across the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    if rc != 0 {
+        return 0;
+    }
+    usage.ru_nvcsw.max(0) as u64
+}
+
 /// Times the calling thread lost its CPU while it could still run (`ru_nivcsw` of
 /// `getrusage(RUSAGE_THREAD)`): preempted by the scheduler, or switched out by a
 /// `sched_yield` that found another thread waiting for the core. A busy poller reads it to see

@@ -88,6 +88,10 @@ pub struct EchoFsync {
     pub dir: PathBuf,
     /// Bytes written per held request.
     pub record_bytes: usize,
+    /// The fdatasync is made by a second thread (on the echo thread's core, as a server's
+    /// sync thread is), woken through a condition variable and answering through a socket
+    /// the echo end polls: what a hand-off to a sync thread costs next to syncing inline.
+    pub handoff: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +106,17 @@ pub struct EchoConfig {
     pub cpus: Option<(usize, usize)>,
     /// Answer only after the requests' records are durable (`None`: answer at once).
     pub fsync: Option<EchoFsync>,
+    /// Random 64-byte lines of a `WORK_TABLE_BYTES` table the echo end reads per request
+    /// before answering it (0: none): a stand-in for a store's work, independent reads as a
+    /// prefetching store's lookups are, so that a run with a log can be given the work a real
+    /// server does per batch (calibrated against the server in memory in the same run).
+    pub work_lines: usize,
 }
+
+/// The table `work_lines` reads from: well past the caches, as a store's index is.
+pub const WORK_TABLE_BYTES: usize = 64 << 20;
+/// The most lines read per request.
+pub const WORK_LINES_MAX: usize = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EchoResult {
@@ -186,6 +200,12 @@ impl EchoConfig {
         if !(s > 0.0 && s <= SECONDS_MAX) {
             return Err(format!("measurement of {s} s outside (0, {SECONDS_MAX}]"));
         }
+        if self.work_lines > WORK_LINES_MAX {
+            return Err(format!(
+                "{} lines of work per request outside 0..={WORK_LINES_MAX}",
+                self.work_lines
+            ));
+        }
         if let Some(f) = &self.fsync {
             if f.record_bytes == 0 || f.record_bytes > RECORD_BYTES_MAX {
                 return Err(format!(
@@ -226,6 +246,7 @@ pub fn echo(config: &EchoConfig) -> Result<EchoResult, String> {
                 }
                 let mut side = Side::new(conns, config.request_bytes, config.response_bytes)?;
                 side.log = log;
+                side.work = (config.work_lines > 0).then(|| Work::new(config.work_lines));
                 let served = side.run(&stop, config.busy_poll, None)?;
                 Ok((served, side.log.as_ref().map(|l| (l.rounds, l.fsync_ns))))
             })
@@ -265,6 +286,87 @@ struct GroupLog {
     holding: usize,
     rounds: u64,
     fsync_ns: u64,
+    handoff: bool,
+    /// The sync thread, once started (by the echo thread, so it shares its core).
+    syncer: Option<Syncer>,
+    /// Requests per connection whose round the sync thread is syncing.
+    committing: Vec<usize>,
+}
+
+/// The token of the sync thread's answers in the echo end's epoll.
+const SYNCED_TOKEN: u64 = u64::MAX;
+
+/// A sync thread for `EchoFsync::handoff`.
+struct Syncer {
+    shared: Arc<(std::sync::Mutex<SyncState>, std::sync::Condvar)>,
+    /// Readable when a round is synced (a byte per round).
+    synced: std::os::unix::net::UnixStream,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct SyncState {
+    asked: u64,
+    done: u64,
+    stop: bool,
+    failed: Option<String>,
+    fsync_ns: u64,
+}
+
+impl Syncer {
+    fn start(file: &File) -> Result<Syncer, String> {
+        let file = file.try_clone().map_err(|e| format!("dup: {e}"))?;
+        let (synced, mut tell) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        synced.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let shared = Arc::new((
+            std::sync::Mutex::new(SyncState::default()),
+            std::sync::Condvar::new(),
+        ));
+        let s = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("loopback-sync".into())
+            .spawn(move || loop {
+                let (lock, cv) = &*s;
+                let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                while st.asked == st.done && !st.stop {
+                    st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                if st.stop {
+                    return;
+                }
+                let target = st.asked;
+                drop(st);
+                let t = Instant::now();
+                let r = file.sync_data();
+                let ns = t.elapsed().as_nanos() as u64;
+                let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                st.done = target;
+                st.fsync_ns += ns;
+                if let Err(e) = r {
+                    st.failed = Some(e.to_string());
+                }
+                drop(st);
+                let _ = tell.write_all(&[1]);
+            })
+            .map_err(|e| format!("cannot start the sync thread: {e}"))?;
+        Ok(Syncer {
+            shared,
+            synced,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl GroupLog {
@@ -294,6 +396,9 @@ impl GroupLog {
             holding: 0,
             rounds: 0,
             fsync_ns: 0,
+            handoff: f.handoff,
+            syncer: None,
+            committing: vec![0; connections],
         };
         let chunk = vec![0u8; 1 << 20];
         for at in (0..LOG_REGION_BYTES).step_by(chunk.len()) {
@@ -314,22 +419,58 @@ impl GroupLog {
             .extend(std::iter::repeat_n(b'r', self.record_bytes));
     }
 
-    /// Writes the held requests' records and fdatasyncs them.
-    fn commit(&mut self) -> Result<(), String> {
+    /// Writes the held requests' records and fdatasyncs them, or with a hand-off asks the
+    /// sync thread to (starting it on first use). Ok(true): synced, answer them now.
+    fn commit(&mut self, epoll: &Epoll) -> Result<bool, String> {
         if self.offset + self.pending.len() as u64 > LOG_REGION_BYTES {
             self.offset = 0;
         }
         let t = Instant::now();
         let n = self.pending.len() as u64;
+        let err = |e: std::io::Error| format!("log {}: {e}", self.path.display());
         self.file
             .write_all_at(&self.pending, self.offset)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| format!("log {}: {e}", self.path.display()))?;
-        self.fsync_ns += t.elapsed().as_nanos() as u64;
+            .map_err(err)?;
         self.rounds += 1;
         self.offset = (self.offset + n) % LOG_REGION_BYTES;
         self.pending.clear();
-        Ok(())
+        if self.handoff {
+            if self.syncer.is_none() {
+                let s = Syncer::start(&self.file)?;
+                epoll
+                    .add(s.synced.as_raw_fd(), SYNCED_TOKEN)
+                    .map_err(|e| format!("epoll_ctl: {e}"))?;
+                self.syncer = Some(s);
+            }
+            let s = self.syncer.as_ref().expect("started");
+            let (lock, cv) = &*s.shared;
+            lock.lock().unwrap_or_else(|e| e.into_inner()).asked += 1;
+            cv.notify_one();
+            return Ok(false);
+        }
+        self.file.sync_data().map_err(err)?;
+        self.fsync_ns += t.elapsed().as_nanos() as u64;
+        Ok(true)
+    }
+
+    /// Whether a handed-off round is being synced.
+    fn in_flight(&self) -> bool {
+        self.committing.iter().any(|&n| n > 0)
+    }
+
+    /// The sync thread's answer arrived: Ok(true) if the round in flight is durable.
+    fn synced(&mut self) -> Result<bool, String> {
+        let Some(s) = &mut self.syncer else {
+            return Ok(false);
+        };
+        let mut b = [0u8; 64];
+        while matches!((&s.synced).read(&mut b), Ok(n) if n > 0) {}
+        let st = s.shared.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = &st.failed {
+            return Err(format!("log {}: fdatasync: {e}", self.path.display()));
+        }
+        self.fsync_ns = st.fsync_ns;
+        Ok(st.done == st.asked)
     }
 }
 
@@ -387,6 +528,45 @@ struct Side {
     epoll: Epoll,
     /// The echo end's log: answers wait for it (see the module's "With a log").
     log: Option<GroupLog>,
+    /// The echo end's stand-in for a store's work per request.
+    work: Option<Work>,
+}
+
+/// `EchoConfig::work_lines` random line reads per request from a table past the caches.
+struct Work {
+    table: Vec<u64>,
+    lines: usize,
+    rng: u64,
+}
+
+impl Work {
+    fn new(lines: usize) -> Work {
+        // Written, so every page is backed (reads of a never-written page would all hit the
+        // one zero page and stay in the cache).
+        let table: Vec<u64> = (0..WORK_TABLE_BYTES / 8).map(|i| i as u64).collect();
+        Work {
+            table,
+            lines,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Reads `lines` random lines; the addresses do not depend on what is read, so the core
+    /// keeps many misses in flight as a prefetching store does.
+    fn run(&mut self) {
+        let line_words = 64 / 8;
+        let lines_in_table = self.table.len() / line_words;
+        let mut sum = 0u64;
+        for _ in 0..self.lines {
+            // xorshift64
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            let line = (self.rng as usize) % lines_in_table;
+            sum = sum.wrapping_add(self.table[line * line_words]);
+        }
+        std::hint::black_box(sum);
+    }
 }
 
 impl Side {
@@ -406,6 +586,7 @@ impl Side {
             buf: vec![0; in_bytes.clamp(64 << 10, 1 << 20)],
             epoll,
             log: None,
+            work: None,
         })
     }
 
@@ -448,6 +629,17 @@ impl Side {
                 std::thread::yield_now();
             }
             for ev in &events[..n] {
+                if Epoll::token(ev) == SYNCED_TOKEN {
+                    let log = self.log.as_mut().expect("only a log's sync thread answers");
+                    if log.synced()? {
+                        let committing = std::mem::take(&mut log.committing);
+                        self.answer_all(&committing, deadline.is_some())?;
+                        let log = self.log.as_mut().expect("checked");
+                        log.committing = committing;
+                        log.committing.fill(0);
+                    }
+                    continue;
+                }
                 let i = Epoll::token(ev) as usize;
                 let got = match self.conns[i].read(&mut self.buf) {
                     Ok(0) => {
@@ -469,6 +661,9 @@ impl Side {
                 while self.have[i] >= self.in_bytes {
                     self.have[i] -= self.in_bytes;
                     messages += 1;
+                    if let Some(w) = &mut self.work {
+                        w.run();
+                    }
                     if let Some(log) = &mut self.log {
                         log.hold(i);
                         continue;
@@ -478,27 +673,37 @@ impl Side {
                     }
                 }
             }
-            // With a log, a round ends when every open connection waits for an answer.
+            // With a log, a round ends when every open connection waits for an answer (and
+            // with a hand-off, the last round is durable).
             if self
                 .log
                 .as_ref()
-                .is_some_and(|l| l.holding > 0 && l.holding >= open)
+                .is_some_and(|l| l.holding > 0 && l.holding >= open && !l.in_flight())
             {
                 let log = self.log.as_mut().expect("checked");
-                log.commit()?;
                 log.holding = 0;
-                let held = std::mem::take(&mut log.held);
-                for (i, &n) in held.iter().enumerate() {
-                    if n > 0 {
-                        self.answer(i, n, deadline.is_some())?;
-                    }
+                if log.commit(&self.epoll)? {
+                    let held = std::mem::take(&mut log.held);
+                    self.answer_all(&held, deadline.is_some())?;
+                    let log = self.log.as_mut().expect("checked");
+                    log.held = held;
+                    log.held.fill(0);
+                } else {
+                    std::mem::swap(&mut log.held, &mut log.committing);
                 }
-                let log = self.log.as_mut().expect("checked");
-                log.held = held;
-                log.held.fill(0);
             }
         }
         Ok(messages)
+    }
+
+    /// Sends `counts[i]` answers on each connection `i`.
+    fn answer_all(&mut self, counts: &[usize], caller: bool) -> Result<(), String> {
+        for (i, &n) in counts.iter().enumerate() {
+            if n > 0 {
+                self.answer(i, n, caller)?;
+            }
+        }
+        Ok(())
     }
 
     /// Sends `n` answers on connection `i`. Ok(false): the peer closed it meanwhile (only the
@@ -530,6 +735,7 @@ mod tests {
             busy_poll,
             cpus: None,
             fsync: None,
+            work_lines: 0,
         }
     }
 
@@ -549,11 +755,18 @@ mod tests {
 
     #[test]
     fn with_a_log_each_round_answers_every_connection_after_one_fdatasync() {
+        for handoff in [false, true] {
+            with_a_log(handoff);
+        }
+    }
+
+    fn with_a_log(handoff: bool) {
         let dir = crate::net::compare::DataDir::create("echo-fsync-test").unwrap();
         let r = echo(&EchoConfig {
             fsync: Some(EchoFsync {
                 dir: dir.path.clone(),
                 record_bytes: 700,
+                handoff,
             }),
             ..config(3, true)
         })
@@ -582,6 +795,7 @@ mod tests {
             fsync: Some(EchoFsync {
                 dir: missing.clone(),
                 record_bytes: 700,
+                handoff: false,
             }),
             ..config(1, true)
         })
@@ -594,6 +808,7 @@ mod tests {
             fsync: Some(EchoFsync {
                 dir: std::env::temp_dir(),
                 record_bytes: 0,
+                handoff: false,
             }),
             ..config(1, true)
         };

@@ -423,6 +423,7 @@ fn loopback_echo(args: &CompareArgs, pinned: bool) -> Result<EchoReference, Stri
         busy_poll: args.busy_poll,
         cpus: pinned.then_some((LOAD_CPU, SERVER_CPU)),
         fsync: None,
+        work_lines: 0,
     })
     .map_err(|e| format!("loopback echo: {e}"))?;
     Ok(EchoReference {

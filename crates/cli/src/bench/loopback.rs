@@ -40,6 +40,14 @@ pub struct LoopbackFlags {
     /// batch to a file in this directory and fdatasyncing it.
     #[arg(long)]
     fsync_dir: Option<std::path::PathBuf>,
+    /// Random 64-byte lines of a 64 MiB table the echo end reads per request before answering
+    /// (a stand-in for a store's work: calibrate it against the server in memory).
+    #[arg(long, default_value_t = 0)]
+    work_lines: usize,
+    /// With `--fsync-dir`: a second thread on the echo's core makes each fdatasync (as a
+    /// server's sync thread does) instead of the echo thread itself.
+    #[arg(long)]
+    handoff: bool,
     /// Bytes of the record written per batch with `--fsync-dir`.
     #[arg(long, default_value_t = 1024)]
     record_bytes: usize,
@@ -61,7 +69,9 @@ pub fn run(f: LoopbackFlags) -> Result<(), String> {
         fsync: f.fsync_dir.map(|dir| loopback::EchoFsync {
             dir,
             record_bytes: f.record_bytes,
+            handoff: f.handoff,
         }),
+        work_lines: f.work_lines,
     })?;
     let ops = r.ops_per_sec(f.depth);
     if f.json {
@@ -73,11 +83,12 @@ pub fn run(f: LoopbackFlags) -> Result<(), String> {
         println!("{j}");
     } else {
         println!(
-            "{} connections, {}-byte requests, {}-byte responses{}: {:.0} round trips/s = {:.0} ops/s at depth {}",
+            "{} connections, {}-byte requests, {}-byte responses{}{}: {:.0} round trips/s = {:.0} ops/s at depth {}",
             r.connections,
             r.request_bytes,
             r.response_bytes,
             if r.busy_poll { ", busy polling" } else { "" },
+            if f.work_lines > 0 { format!(", {} line reads per request", f.work_lines) } else { String::new() },
             r.round_trips_per_sec,
             ops,
             f.depth

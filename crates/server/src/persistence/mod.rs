@@ -281,6 +281,11 @@ pub(crate) struct Store {
     pub(crate) stats: Arc<crate::stats::ServerStats>,
     /// Snapshot rounds and requests (`snapshot.rs`).
     pub(crate) snapshots: snapshot::Snapshots,
+    /// The sync thread's waits so far (its voluntary context switches, published after each
+    /// wait for asks and each round's fdatasyncs): each ends in a wake-up that may take the
+    /// core from a shard on it. A shard's busy poller discounts them from the preemptions it
+    /// reads as its core being wanted (`shard::busy_poll`).
+    pub(crate) sync_thread_waits: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -333,6 +338,7 @@ impl Store {
             repair_turn: AtomicBool::new(false),
             stats,
             snapshots: snapshot::Snapshots::new(logs.len()),
+            sync_thread_waits: Arc::new(AtomicU64::new(0)),
         }))
     }
 
@@ -718,6 +724,7 @@ impl Store {
                         .wait_timeout(r, timeout)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
+                    self.publish_waits();
                 }
                 r.wake_at = u64::MAX;
                 self.count_hold(&mut r, &grouping);
@@ -726,6 +733,7 @@ impl Store {
             last = Instant::now();
             if !self.is_failed() {
                 self.sync_all();
+                self.publish_waits();
             }
             let requested = {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
@@ -772,6 +780,14 @@ impl Store {
         }
         st.group_commit_wait_us
             .fetch_add(first.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// On the sync thread: publishes its waits so far (`sync_thread_waits`).
+    fn publish_waits(&self) {
+        self.sync_thread_waits.store(
+            directkv_sys::cpu::thread_voluntary_switches(),
+            Ordering::Relaxed,
+        );
     }
 
     /// Stops the sync thread after a last round (the server's shards have stopped).

@@ -418,8 +418,11 @@ pub(crate) fn run(s: ShardSpawn) {
         if ctx.cfg.busy_poll_us > 0 {
             let ctx = ctx.clone();
             let window = std::time::Duration::from_micros(ctx.cfg.busy_poll_us);
+            let switches = busy_poll::ThreadSwitches {
+                sync_waits: ctx.store.as_ref().map(|s| s.sync_thread_waits.clone()),
+            };
             tokio::task::spawn_local(async move {
-                busy_poll::run(&ctx.activity, window, &ctx.stats).await
+                busy_poll::run(&ctx.activity, window, &ctx.stats, switches).await
             });
         }
         for task in tasks {
