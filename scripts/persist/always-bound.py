@@ -13,8 +13,10 @@
 
     python3 scripts/persist/always-bound.py [ROUNDS]
 
-What it shows: directkv-aof against (3), the most a server doing directkv's work can answer
-under `always` on these cores, and 4 x redis-aof against both.
+What it shows: directkv-aof against (3), what a server doing directkv's work answers under
+`always` on these cores when it syncs inline (its core halts during each fdatasync, so a server
+that polls through it can do a little better: BENCHMARKS "Session 20"), and 4 x redis-aof
+against both.
 """
 import json
 import statistics

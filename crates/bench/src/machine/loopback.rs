@@ -38,8 +38,10 @@
 //! the run (so an fdatasync carries data and a flush, no allocation or size change: the
 //! cheapest case a log has), fdatasyncs it, and only then answers them all. That is the ideal
 //! group commit of a closed loop (one fdatasync per round of every connection's batch) minus
-//! all of a real server's work (parsing, the store, a record's encoding, replies' rendering):
-//! no server on these cores answers `always` faster with one batch in flight per connection.
+//! all of a real server's work (parsing, the store, a record's encoding, replies' rendering).
+//! Not quite a ceiling: the echo thread blocks in the fdatasync and its core halts meanwhile,
+//! and on a VM a core kept busy through the wait finishes the fdatasync sooner (a polling
+//! server does: BENCHMARKS "Session 20", `scripts/persist/fsync-polling.sh`).
 //!
 //! ```text
 //!   core 1, echo with fsync:  recv req c0 .. recv req c3 ─ pwrite 4 records ─ fdatasync ─ send 4 answers

@@ -46,7 +46,7 @@ pub struct LoopbackFlags {
     work_lines: usize,
     /// With `--fsync-dir`: a second thread on the echo's core makes each fdatasync (as a
     /// server's sync thread does) instead of the echo thread itself.
-    #[arg(long)]
+    #[arg(long, requires = "fsync_dir")]
     handoff: bool,
     /// Bytes of the record written per batch with `--fsync-dir`.
     #[arg(long, default_value_t = 1024)]

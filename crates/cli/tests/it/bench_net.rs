@@ -651,6 +651,41 @@ fn bench_loopback_reports_the_echo_pair() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("connections 0 outside"));
+    // With a log: every answer waited for an fdatasync, and the line says how many ran; the
+    // log file is gone afterwards.
+    let dir = directkv_bench::net::compare::DataDir::create("cli-loopback-fsync").unwrap();
+    let d = dir.path.display().to_string();
+    let out = directkv_cmd(&[
+        "bench",
+        "loopback",
+        "--connections",
+        "2",
+        "--seconds",
+        "0.3",
+        "--fsync-dir",
+        &d,
+        "--work-lines",
+        "16",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    let fsyncs = v["echo"]["fsyncs"].as_u64().unwrap();
+    let served = v["echo"]["server_round_trips"].as_u64().unwrap();
+    assert!(
+        fsyncs > 0 && served >= 2 * fsyncs && served <= 2 * fsyncs + 2,
+        "{v}"
+    );
+    assert_eq!(std::fs::read_dir(&dir.path).unwrap().count(), 0);
+    let text = directkv_cmd(&["bench", "loopback", "--seconds", "0.2", "--fsync-dir", &d]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("answered after fdatasync of 1024-byte records"),
+        "{text}"
+    );
+    // --handoff without a log is refused by name.
+    let bad = directkv_cmd(&["bench", "loopback", "--handoff", "--seconds", "0.1"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--fsync-dir"));
 }
 
 /// `bench compare --targets directkv-memcache,memcached` (issue 21): the memcached driver runs
