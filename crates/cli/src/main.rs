@@ -46,6 +46,10 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Cmd::Serve(_)) {
+        // `directkv bench ... | head` ends quietly; the server keeps ignoring SIGPIPE.
+        directkv_sys::process::default_sigpipe();
+    }
     let r = match cli.cmd {
         Cmd::Serve(f) => serve::run(f),
         Cmd::Bench { what } => bench::run(what),

@@ -682,6 +682,25 @@ fn bench_loopback_reports_the_echo_pair() {
         text.contains("answered after fdatasync of 1024-byte records"),
         "{text}"
     );
+    // Its output to a reader that stopped reading ends the command quietly (SIGPIPE), not
+    // with a panic.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_directkv"))
+        .args(["bench", "loopback", "--seconds", "0.2", "--fsync-dir", &d])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {err}",
+        out.status
+    );
     // --handoff without a log is refused by name.
     let bad = directkv_cmd(&["bench", "loopback", "--handoff", "--seconds", "0.1"]);
     assert!(!bad.status.success());

@@ -23,6 +23,18 @@ pub use child::{tcp_accepts, Launch, ServerProcess, Stderr, START_TIMEOUT, STOP_
 
 use std::path::PathBuf;
 
+/// Lets SIGPIPE end the process again, as it does other command-line tools: Rust starts
+/// programs with it ignored, so a command whose output goes to a reader that stopped (`| head`)
+/// panicked on its next print. For commands that do not serve: their sockets are written
+/// through std (`send` with MSG_NOSIGNAL, so a closed connection is still an error, not a
+/// signal), and they write to no child's pipe.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default has no memory effects.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Sends SIGTERM to process `pid` (the caller's own child, not yet reaped, so the PID cannot
 /// name another process); false if the kernel refused.
 pub fn terminate(pid: u32) -> bool {
