@@ -44,18 +44,20 @@ pub fn pin_current_thread_to_nth_allowed(index: usize) -> bool {
     pin_current_thread(cpus[index % cpus.len()])
 }
 
-/// Times the calling thread gave up its CPU to wait (`ru_nvcsw` of `getrusage(RUSAGE_THREAD)`):
-/// each is followed by a wake-up, which may take the core from a thread running on it. 0 if
-/// the kernel does not say.
-pub fn thread_voluntary_switches() -> u64 {
+/// The calling thread's resource usage (`getrusage(RUSAGE_THREAD)`), if the kernel says.
+fn thread_usage() -> Option<libc::rusage> {
     // SAFETY: rusage is plain data for which all-zero is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes one rusage into `usage`, which lives across the call.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    if rc != 0 {
-        return 0;
-    }
-    usage.ru_nvcsw.max(0) as u64
+    (rc == 0).then_some(usage)
+}
+
+/// Times the calling thread gave up its CPU to wait (`ru_nvcsw` of `getrusage(RUSAGE_THREAD)`):
+/// each is followed by a wake-up, which may take the core from a thread running on it. 0 if
+/// the kernel does not say.
+pub fn thread_voluntary_switches() -> u64 {
+    thread_usage().map_or(0, |u| u.ru_nvcsw.max(0) as u64)
 }
 
 /// Times the calling thread lost its CPU while it could still run (`ru_nivcsw` of
@@ -63,14 +65,7 @@ pub fn thread_voluntary_switches() -> u64 {
 /// `sched_yield` that found another thread waiting for the core. A busy poller reads it to see
 /// that its core is wanted. 0 if the kernel does not say.
 pub fn thread_involuntary_switches() -> u64 {
-    // SAFETY: rusage is plain data for which all-zero is valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage into `usage`, which lives across the call.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    if rc != 0 {
-        return 0;
-    }
-    usage.ru_nivcsw.max(0) as u64
+    thread_usage().map_or(0, |u| u.ru_nivcsw.max(0) as u64)
 }
 
 /// Sets the calling thread's nice value; false if the kernel refused.

@@ -45,8 +45,8 @@
 //! 1.14-1.16 M with the switches ignored, and 1.25-1.28 M polling through the wait as well
 //! (`scripts/persist/always-stats.sh`, BENCHMARKS "Session 20"). So the sync thread publishes
 //! its waits (`Store::sync_thread_waits`), and a spin counts as wanted only when its
-//! preemptions exceed those waits (plus `SYNC_WAITS_LAG`, the waits of a round in progress
-//! not yet published). And while a reply waits for its round (`Activity::awaiting`), the
+//! preemptions exceed what those waits explain (`PREEMPTIONS_PER_SYNC_WAIT` each, counting
+//! `SYNC_WAITS_LAG` waits of a round in progress not yet published). And while a reply waits for its round (`Activity::awaiting`), the
 //! window is at least `DURABLE_WAIT_WINDOW`: the round's end is as sure to come as a request.
 //!
 //! The back-off starts at `BACKOFF_MIN` and doubles at each contended spin up to
@@ -106,24 +106,34 @@ impl Activity {
     #[inline]
     pub(crate) fn touch(&self) {
         self.touches.set(self.touches.get().wrapping_add(1));
-        if self.parked.get() {
-            self.parked.set(false);
-            self.wake.notify_one();
-        }
+        self.unpark();
     }
-}
 
-impl Activity {
     /// A reply waits for a sync round until the guard drops: spins meanwhile keep polling for
     /// at least `DURABLE_WAIT_WINDOW` (the round's end wakes its waiters like a request),
     /// and one already parked is woken to poll.
     pub(crate) fn awaiting(&self) -> Awaiting<'_> {
         self.awaiting.set(self.awaiting.get() + 1);
+        self.unpark();
+        Awaiting(self)
+    }
+
+    /// Wakes the poller if it is parked.
+    #[inline]
+    fn unpark(&self) {
         if self.parked.get() {
             self.parked.set(false);
             self.wake.notify_one();
         }
-        Awaiting(self)
+    }
+
+    /// How long a spin polls without a request: `window`, stretched while a reply waits.
+    fn idle_window(&self, window: Duration) -> Duration {
+        if self.awaiting.get() > 0 {
+            window.max(DURABLE_WAIT_WINDOW)
+        } else {
+            window
+        }
     }
 }
 
@@ -249,13 +259,7 @@ async fn spin(
             // about 4% of a saturated shard).
             seen = now;
             last = Instant::now();
-        } else if last.elapsed()
-            >= if activity.awaiting.get() > 0 {
-                window.max(DURABLE_WAIT_WINDOW)
-            } else {
-                window
-            }
-        {
+        } else if last.elapsed() >= activity.idle_window(window) {
             break SpinEnd::Idle;
         } else {
             // Between empty polls the core goes to any thread waiting for it (which the next
