@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of log modes: ROUNDS x MODES ; ycsb-a 1M keys 4 conns depth 64, pinned. Prints k ops/s and server CPU us/op.
-# MODES: mem (appendonly no), aof (this build), base ($BASE, another build, for A/B), nosnap (automatic snapshots off); SIZING, POLICY, BP, SECS, CONNS as read below.
+# MODES: mem (appendonly no), aof (this build), base ($BASE, another build, for A/B), nosnap (automatic snapshots off), pctN (--auto-snapshot-cpu-percent N); SIZING, POLICY, BP, SECS, CONNS as read below.
 set -uo pipefail
 BIN=${BIN:-target/release/directkv}
 ROUNDS=${ROUNDS:-3}
@@ -14,8 +14,8 @@ for r in $(seq 1 $ROUNDS); do
     AO=yes; B=$BIN
     [ $m = mem ] && AO=no
     [ $m = base ] && B=${BASE:-target-base/release/directkv}
-    X=""; [ $m = nosnap ] && X="--auto-snapshot-log-bytes 0"; [ $m = snap256 ] && X="--auto-snapshot-log-bytes 268435456"
-    taskset -c 1 $B serve --port $PORT --memcache-port 0 --ocsm no --udp no --shards 1 ${SIZING:---memory 268435456} --appendonly $AO --appendfsync ${POLICY:-everysec} --dir $D --busy-poll-us ${BP:-50} $X >/dev/null 2>&1 &
+    X=""; [ $m = nosnap ] && X="--auto-snapshot-log-bytes 0"; [ $m = snap256 ] && X="--auto-snapshot-log-bytes 268435456"; [[ $m == pct* ]] && X="--auto-snapshot-cpu-percent ${m#pct}"
+    taskset -c 1 $B serve --port $PORT --memcache-port 0 --ocsm no --udp no --shards 1 ${SIZING:---memory 268435456} --appendonly $AO --appendfsync ${POLICY:-everysec} --dir $D --busy-poll-us ${BP:-50} $X >${SERVE_LOG:-/dev/null} 2>&1 &
     PID=$!; sleep 0.7
     taskset -c 0 $BIN bench run --target resp://127.0.0.1:$PORT --workload ycsb-a --keys 1000000 --connections $CONNS --depth 64 --seconds 1 --warmup 0 --json >/dev/null
     c0=$(cpu $PID)

@@ -127,6 +127,10 @@ pub struct ServeFlags {
     /// size (default 64 MiB; 0 = off; docs/persistence.md "Snapshots").
     #[arg(long)]
     auto_snapshot_log_bytes: Option<usize>,
+    /// The most of a shard's time automatic snapshots take, in percent (default 1; 0 = no
+    /// limit): after one that took the shard W, the next waits W x 100 / percent.
+    #[arg(long)]
+    auto_snapshot_cpu_percent: Option<u32>,
     /// Under appendfsync always, how long (us) a sync round may wait for the batches the last
     /// round answered, so one fdatasync covers them all (default 500, at most 100000; 0 = no
     /// wait). CONFIG SET group-commit-delay-us changes it.
@@ -262,6 +266,9 @@ pub fn run(f: ServeFlags) -> Result<(), String> {
     }
     if let Some(n) = f.auto_snapshot_log_bytes {
         cfg.auto_snapshot_log_bytes = n;
+    }
+    if let Some(p) = f.auto_snapshot_cpu_percent {
+        cfg.auto_snapshot_cpu_percent = p;
     }
     if let Some(us) = f.group_commit_delay_us {
         cfg.group_commit_delay_us = us;

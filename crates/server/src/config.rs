@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub const DIR_DEFAULT: &str = "./directkv-data";
 /// Default `auto_snapshot_log_bytes`: 64 MiB, Redis's `auto-aof-rewrite-min-size`.
 pub const AUTO_SNAPSHOT_LOG_BYTES_DEFAULT: usize = 64 << 20;
+/// Default `auto_snapshot_cpu_percent` (measured: BENCHMARKS.md "Session 21").
+pub const AUTO_SNAPSHOT_CPU_PERCENT_DEFAULT: u32 = 1;
 /// Default `group_commit_delay_us` (measured: BENCHMARKS.md "Group commit delay (issue 22)").
 pub const GROUP_COMMIT_DELAY_US_DEFAULT: u64 = 500;
 /// Largest `group_commit_delay_us`: 100 ms, a tenth of `everysec`'s interval (a longer hold
@@ -298,6 +300,13 @@ pub struct ServerConfig {
     /// (docs/persistence.md "Snapshots").
     #[serde(deserialize_with = "size")]
     pub auto_snapshot_log_bytes: usize,
+    /// The most of a shard's time its automatic snapshots take, in percent: after a snapshot
+    /// whose steps took the shard W, the next automatic one waits until W x 100 / percent has
+    /// passed since that one began (its log grows meanwhile). A snapshot runs on the shard's own
+    /// thread, so at a high write rate the log's size alone would have it snapshot again and
+    /// again. Default 1; 0 = no limit; BGSAVE and SAVE are not limited
+    /// (docs/persistence.md "Automatic snapshots").
+    pub auto_snapshot_cpu_percent: u32,
     /// Under `appendfsync always`, how long after a sync round ends the next one may wait for
     /// the connections that round answered to come back with their next batches, so that one
     /// fdatasync covers them all (microseconds; default 500, at most 100000; 0 = a round begins
@@ -360,6 +369,7 @@ impl Default for ServerConfig {
             appendonly: true,
             appendfsync: AppendFsync::Everysec.name().to_string(),
             auto_snapshot_log_bytes: AUTO_SNAPSHOT_LOG_BYTES_DEFAULT,
+            auto_snapshot_cpu_percent: AUTO_SNAPSHOT_CPU_PERCENT_DEFAULT,
             group_commit_delay_us: GROUP_COMMIT_DELAY_US_DEFAULT,
         }
     }
@@ -520,6 +530,12 @@ impl ServerConfig {
         }
         if self.memcache_get_keys_max == 0 {
             return Err("memcache_get_keys_max must be at least 1".into());
+        }
+        if self.auto_snapshot_cpu_percent > 100 {
+            return Err(format!(
+                "auto_snapshot_cpu_percent {} not in 0..=100",
+                self.auto_snapshot_cpu_percent
+            ));
         }
         if self.group_commit_delay_us > GROUP_COMMIT_DELAY_US_MAX {
             return Err(format!(

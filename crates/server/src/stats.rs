@@ -894,6 +894,14 @@ pub(crate) const COUNTERS: &[Counter] = &[
     ),
     server(
         "Persistence",
+        "snapshot_work_us",
+        "directkv_snapshot_work_microseconds_total",
+        Kind::Counter,
+        "Time shards spent on snapshots on their own threads (the log's rotation and the image's steps), microseconds.",
+        |s| s.snapshot.work_us.load(Ordering::Relaxed),
+    ),
+    server(
+        "Persistence",
         "aof_sync_rounds",
         "directkv_aof_sync_rounds_total",
         Kind::Counter,

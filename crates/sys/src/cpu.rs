@@ -68,6 +68,22 @@ pub fn thread_involuntary_switches() -> u64 {
     thread_usage().map_or(0, |u| u.ru_nivcsw.max(0) as u64)
 }
 
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`: user and system, to the
+/// nanosecond); zero if the kernel does not say. A system call (no vDSO for this clock).
+pub fn thread_cpu_time() -> std::time::Duration {
+    // SAFETY: timespec is plain data for which all-zero is valid.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes one timespec into `ts`, which lives across the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// Sets the calling thread's nice value; false if the kernel refused.
 pub fn set_nice(nice: i32) -> bool {
     // SAFETY: setpriority has no memory effects; who = 0 is the calling thread.
@@ -108,6 +124,27 @@ mod tests {
             .unwrap();
         assert!(ok);
         assert!(!pin_current_thread(usize::MAX));
+    }
+
+    #[test]
+    fn a_threads_cpu_time_counts_its_work_and_not_its_sleep() {
+        let (work, sleep) = std::thread::spawn(|| {
+            let t0 = thread_cpu_time();
+            let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+            let mut x = 0u64;
+            while std::time::Instant::now() < spin_until {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            let t1 = thread_cpu_time();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            (t1 - t0, thread_cpu_time() - t1)
+        })
+        .join()
+        .unwrap();
+        // The spin used CPU (at least a little of its 30 ms even on a busy machine); the
+        // sleep used well under its 50 ms.
+        assert!(work >= std::time::Duration::from_millis(1), "{work:?}");
+        assert!(sleep < std::time::Duration::from_millis(20), "{sleep:?}");
     }
 
     #[test]

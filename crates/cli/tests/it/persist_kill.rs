@@ -964,7 +964,8 @@ fn newest_incremental_aof(dir: &Path) -> Option<PathBuf> {
 const SNAPSHOT_RUN_LOG_BYTES: &str = "65536";
 
 /// `directkv serve` with its log on in `dir` under `appendfsync`, two shards (a log each);
-/// `auto_snapshot` is its `--auto-snapshot-log-bytes` (None: the default).
+/// `auto_snapshot` is its `--auto-snapshot-log-bytes`, with `--auto-snapshot-cpu-percent 0`
+/// (None: the defaults).
 fn directkv_aof(
     appendfsync: &'static str,
     auto_snapshot: Option<&'static str>,
@@ -984,7 +985,13 @@ fn directkv_aof(
             appendfsync,
         ];
         if let Some(bytes) = auto_snapshot {
-            flags.extend(["--auto-snapshot-log-bytes", bytes]);
+            // No CPU budget either: a shard snapshots again as soon as its log passes.
+            flags.extend([
+                "--auto-snapshot-log-bytes",
+                bytes,
+                "--auto-snapshot-cpu-percent",
+                "0",
+            ]);
         }
         ServerProcess::directkv_serve(Path::new(EXE), &flags, None)
     }

@@ -48,7 +48,13 @@
 //! snapshot file (Redis's `auto-aof-rewrite-min-size` with `auto-aof-rewrite-percentage 100`,
 //! the base being the image: a snapshot then writes at most as many bytes as the log it
 //! lets go). Checked every `AUTO_CHECK_INTERVAL` by the shard's snapshot task, off the batch
-//! path.
+//! path. Unlike Redis's rewrite (a forked child, on another core), a snapshot takes its shard's
+//! own time, so at a high write rate that rule alone would have a shard snapshot again every
+//! second or two; `auto_snapshot_cpu_percent` (default 1) makes the next automatic one wait
+//! until the last one's work (its rotation, steps and fdatasync, in CPU time:
+//! `snapshot_work_us`) is that share of the time since it began (`shard::snapshot::
+//! auto_not_before`). The log grows meanwhile: its size is then bounded by the write rate
+//! times that wait.
 //!
 //! Non-goals: fork; a snapshot of several shards at one common instant (each shard's image
 //! is consistent with its own log, which is what recovery needs).
@@ -99,6 +105,8 @@ pub(crate) struct SnapshotCounters {
     pub(crate) bytes: AtomicU64,
     /// Most bytes a snapshot held besides the store (copies of buckets, the bitmap).
     pub(crate) extra_bytes_peak: AtomicU64,
+    /// Time the shards spent on snapshots on their own threads (rotations and steps), us.
+    pub(crate) work_us: AtomicU64,
 }
 
 /// One shard's side: the rounds it was asked for, and its last snapshot's size.

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!   serve(ctx) loop:
-//!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size)
+//!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size, and
+//!           the CPU budget: auto_not_before the last snapshot's start and work)
 //!     snapshot():  begin (rotate + ImageWriter::begin)      one borrow of the engine
 //!                  step, step, ... for SNAPSHOT_SLICE        SNAPSHOT_STEP_BUCKETS each,
 //!                  then SNAPSHOT_PAUSE if commands ran since the last slice, else a yield
@@ -20,6 +21,8 @@
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+use directkv_sys::cpu::thread_cpu_time;
 
 use super::ShardCtx;
 use crate::persistence::snapshot::{self as snap, Running, SnapshotFailed, Why};
@@ -43,6 +46,16 @@ pub const AUTO_RETRY_INTERVAL: Duration = Duration::from_secs(10);
 pub const LOG_REPAIR_INTERVAL: Duration = Duration::from_secs(1);
 pub const LOG_REPAIR_INTERVAL_MAX: Duration = Duration::from_secs(60);
 
+/// When the next automatic snapshot may begin after one that began at `began` and took the
+/// shard `work` on its own thread (`auto_snapshot_cpu_percent`): automatic snapshots then take
+/// at most `percent` of the shard's time. `percent` 0: at once (no limit).
+pub(crate) fn auto_not_before(began: Instant, work: Duration, percent: u32) -> Instant {
+    match percent {
+        0 => began,
+        p => began + work * 100 / p,
+    }
+}
+
 /// The shard's snapshot task; returns at once with `appendonly no`.
 pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
     let Some(store) = ctx.store.clone() else {
@@ -51,7 +64,10 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
     let snaps = &store.snapshots;
     let limit = ctx.cfg.auto_snapshot_log_bytes as u64;
     let mut served = 0u64;
+    let percent = ctx.cfg.auto_snapshot_cpu_percent;
     let mut auto_after = Instant::now();
+    // The CPU budget's wait after the last snapshot (`auto_not_before`).
+    let mut budget_after = Instant::now();
     let mut repair_wait = LOG_REPAIR_INTERVAL;
     let mut repair_after = Instant::now();
     let mut repairing = false;
@@ -61,7 +77,8 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             .borrow()
             .as_ref()
             .map_or(0, |l| l.writer.file_bytes());
-        let auto_limit = if Instant::now() >= auto_after {
+        let now = Instant::now();
+        let auto_limit = if now >= auto_after && now >= budget_after {
             limit
         } else {
             0
@@ -92,8 +109,10 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             served = id;
         }
         snaps.set_running(ctx.id, true);
-        let outcome = ctx.snapshot().await;
+        let began = Instant::now();
+        let (outcome, work) = ctx.snapshot().await;
         snaps.set_running(ctx.id, false);
+        budget_after = auto_not_before(began, work, percent);
         if turn {
             store.end_repair_turn();
         }
@@ -143,16 +162,30 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
 
 impl ShardCtx {
     /// Takes this shard's snapshot: rotates the log and writes the image between batches.
-    /// Returns the image's size in bytes.
-    async fn snapshot(&self) -> Result<u64, SnapshotFailed> {
+    /// Returns the image's size in bytes, and (whatever the outcome) the time the shard's
+    /// thread spent on it: the rotation and the slices, not the pauses between them.
+    async fn snapshot(&self) -> (Result<u64, SnapshotFailed>, Duration) {
+        let mut work = Duration::ZERO;
+        let outcome = self.snapshot_worked(&mut work).await;
+        (outcome, work)
+    }
+
+    async fn snapshot_worked(&self, work: &mut Duration) -> Result<u64, SnapshotFailed> {
         let Some(store) = self.store.clone() else {
             return Err(SnapshotFailed("persistence is off".into()));
         };
-        let begun = Instant::now();
-        let mut run = self.snapshot_begin()?;
+        let c = &self.stats.snapshot;
+        let worked = |work: &mut Duration, cpu: Duration| {
+            *work += cpu;
+            c.work_us
+                .fetch_add(cpu.as_micros() as u64, Ordering::Relaxed);
+        };
+        let (begun, cpu0) = (Instant::now(), thread_cpu_time());
+        let begin = self.snapshot_begin();
         // What the shard's clients waited for: the rotation and the image's file created.
         let begin_us = begun.elapsed().as_micros() as u64;
-        let c = &self.stats.snapshot;
+        worked(work, thread_cpu_time().saturating_sub(cpu0));
+        let mut run = begin?;
         c.in_progress.fetch_add(1, Ordering::Relaxed);
         let mut counted = (0u64, 0u64);
         let mut commands = self.stats.commands.load(Ordering::Relaxed);
@@ -162,6 +195,7 @@ impl ShardCtx {
             // shard read its batches in smaller pieces and paid more system calls per command
             // for as long as the snapshot ran (and it ran for seconds: 16 buckets per turn of
             // the connections).
+            let cpu0 = thread_cpu_time();
             let slice_end = Instant::now() + SNAPSHOT_SLICE;
             let stepped = loop {
                 match self.snapshot_step(&mut run, &store, &mut counted) {
@@ -169,6 +203,7 @@ impl ShardCtx {
                     other => break other,
                 }
             };
+            worked(work, thread_cpu_time().saturating_sub(cpu0));
             match stepped {
                 Ok(true) => break Ok(()),
                 Ok(false) => {
@@ -196,14 +231,23 @@ impl ShardCtx {
                 // ms for a large image): off the shard's thread, which keeps serving (its
                 // records already go to the new log, named and durable since `begin`).
                 let (store2, id) = (store.clone(), self.id);
-                let summary = tokio::task::spawn_blocking(move || run.finish(&store2, id))
-                    .await
-                    .map_err(|e| SnapshotFailed(format!("the snapshot's last step: {e}")))??;
+                let (summary, cpu) = tokio::task::spawn_blocking(move || {
+                    let cpu0 = thread_cpu_time();
+                    let summary = run.finish(&store2, id);
+                    (summary, thread_cpu_time().saturating_sub(cpu0))
+                })
+                .await
+                .map_err(|e| SnapshotFailed(format!("the snapshot's last step: {e}")))?;
+                // The image's fdatasync writes its pages out from this thread: the kernel's
+                // share of the snapshot, on the server's cores all the same.
+                worked(work, cpu);
+                let summary = summary?;
                 tracing::info!(
                     shard = self.id,
                     entries = summary.entries,
                     bytes = summary.file_bytes,
                     took_ms = took.as_millis() as u64,
+                    work_ms = work.as_millis() as u64,
                     begin_us,
                     "snapshot written"
                 );

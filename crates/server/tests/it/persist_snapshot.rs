@@ -307,3 +307,105 @@ fn save_and_bgsave_with_persistence_off_say_so() {
     assert_eq!(c.cmd(&["SET", "a", "1"]), ok());
     srv.stop();
 }
+
+/// Automatic snapshots of a shard under a writer that keeps its log past the limit for
+/// `run`: when each began (seen as `snapshot_in_progress` turning 1) and the shard time it
+/// took (`snapshot_work_us` between two `snapshots_done`), with `auto_snapshot_cpu_percent`
+/// `percent`.
+fn auto_snapshot_timeline(name: &str, percent: u32, run: Duration) -> Vec<(Instant, u64)> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const KEYS: usize = 20_000;
+    let dir = TempDir::new(name);
+    let cfg = ServerConfig {
+        auto_snapshot_log_bytes: 64 << 10,
+        auto_snapshot_cpu_percent: percent,
+        ..persistent(&dir.0, 1)
+    };
+    let srv = start_with(cfg);
+    let mut c = Client::connect(&srv);
+    set_keys(&mut c, 0..KEYS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, mut w) = (stop.clone(), Client::connect(&srv));
+        std::thread::spawn(move || {
+            // Overwrites, 100 pipelined at a time: the log passes the image's size (the
+            // automatic rule's base) within a few tens of milliseconds.
+            while !stop.load(Ordering::Relaxed) {
+                set_keys(&mut w, 0..KEYS);
+            }
+        })
+    };
+    let field = |text: &str, name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("INFO has no {name}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let mut timeline: Vec<(Instant, u64)> = Vec::new();
+    let (mut running, mut done, mut work_at_done) = (0, 0, 0);
+    let end = Instant::now() + run;
+    while Instant::now() < end {
+        let text = info_text(&mut c);
+        let (r, d, w) = (
+            field(&text, "snapshot_in_progress"),
+            field(&text, "snapshots_done"),
+            field(&text, "snapshot_work_us"),
+        );
+        if r == 1 && running == 0 {
+            timeline.push((Instant::now(), 0));
+        }
+        if d > done {
+            // One shard: snapshots follow one another, so this is the work of the last one.
+            if let Some(last) = timeline.last_mut() {
+                last.1 = w - work_at_done;
+            }
+            (done, work_at_done) = (d, w);
+        }
+        running = r;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    srv.stop();
+    timeline
+}
+
+/// The starts in `timeline` that came sooner after the one before than `percent` allows
+/// (the one before's work x 100 / percent), less `slack` for what polling INFO misses.
+fn too_soon(timeline: &[(Instant, u64)], percent: u32, slack: Duration) -> Vec<String> {
+    timeline
+        .windows(2)
+        .filter_map(|w| {
+            let (gap, work) = (w[1].0 - w[0].0, Duration::from_micros(w[0].1));
+            let allowed = work * 100 / percent;
+            (gap + slack < allowed).then(|| format!("{gap:?} after one of {work:?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn automatic_snapshots_keep_to_their_share_of_the_shard() {
+    let slack = Duration::from_millis(20);
+    // Without a limit the shard snapshots again as soon as its log passes the rule: the
+    // starts come sooner than a 1% share would allow (the check below can fail).
+    let free = auto_snapshot_timeline("share-free", 0, Duration::from_millis(1500));
+    assert!(free.len() >= 3, "{} automatic snapshots", free.len());
+    assert!(
+        !too_soon(&free, 1, slack).is_empty(),
+        "snapshots without a limit already kept to 1%: {free:?}"
+    );
+    // With 1%, each waits a hundred times the last one's work from the last one's start.
+    let kept = auto_snapshot_timeline("share-kept", 1, Duration::from_secs(3));
+    assert!(kept.len() >= 2, "{} automatic snapshots", kept.len());
+    // (The last may still be running when the run ends.)
+    let finished = &kept[..kept.len() - 1];
+    assert!(
+        finished.iter().all(|&(_, w)| w > 0),
+        "work counted: {kept:?}"
+    );
+    let soon = too_soon(&kept, 1, slack);
+    assert!(soon.is_empty(), "too soon: {soon:?}");
+}
