@@ -707,7 +707,7 @@ impl Engine {
     pub fn snapshot_step(
         &mut self,
         budget_buckets: u64,
-        sink: &mut dyn FnMut(SnapEntry<'_>),
+        sink: &mut impl FnMut(SnapEntry<'_>),
     ) -> bool {
         let Some(mut s) = self.table.snap_take() else {
             return true;

@@ -206,7 +206,7 @@ impl SnapState {
         &mut self,
         table: &Table,
         budget: u64,
-        sink: &mut dyn FnMut(SnapEntry<'_>),
+        sink: &mut impl FnMut(SnapEntry<'_>),
     ) -> bool {
         let now = self.point.now;
         let mut emitted = 0u64;

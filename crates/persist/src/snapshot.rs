@@ -155,13 +155,21 @@ pub enum SnapshotError {
     },
 }
 
-fn put_len(out: &mut Vec<u8>, len: usize) {
+/// An entry's fixed part at its largest: flags, two lengths of up to 5 bytes, deadline, meta.
+const ENTRY_HEAD_BYTES_MAX: usize = 1 + 5 + 5 + 8 + 12;
+
+/// A length as a varint (7 bits a byte, low first) at `out`'s start; returns the bytes
+/// written (1 to 5).
+fn put_len_at(out: &mut [u8], len: usize) -> usize {
     let mut v = u32::try_from(len).expect("a key or value is under 4 GiB");
+    let mut n = 0;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    out[n] = v as u8;
+    n + 1
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -252,18 +260,25 @@ impl SnapshotWriter {
         if !self.raw.is_empty() && self.raw.len() + size > self.opts.block_bytes {
             self.flush_block()?;
         }
-        let flags = if e.deadline != 0 { ENTRY_DEADLINE } else { 0 }
+        // The fixed part is put together on the stack: one reserve and three copies per
+        // entry instead of a capacity check per field.
+        let mut head = [0u8; ENTRY_HEAD_BYTES_MAX];
+        head[0] = if e.deadline != 0 { ENTRY_DEADLINE } else { 0 }
             | if e.meta.is_some() { ENTRY_META } else { 0 };
-        self.raw.push(flags);
-        put_len(&mut self.raw, e.key.len());
-        put_len(&mut self.raw, e.value.len());
+        let mut n = 1;
+        n += put_len_at(&mut head[n..], e.key.len());
+        n += put_len_at(&mut head[n..], e.value.len());
         if e.deadline != 0 {
-            self.raw.extend_from_slice(&e.deadline.to_le_bytes());
+            head[n..n + 8].copy_from_slice(&e.deadline.to_le_bytes());
+            n += 8;
         }
         if let Some(m) = e.meta {
-            self.raw.extend_from_slice(&m.flags.to_le_bytes());
-            self.raw.extend_from_slice(&m.cas.to_le_bytes());
+            head[n..n + 4].copy_from_slice(&m.flags.to_le_bytes());
+            head[n + 4..n + 12].copy_from_slice(&m.cas.to_le_bytes());
+            n += 12;
         }
+        self.raw.reserve(n + e.key.len() + e.value.len());
+        self.raw.extend_from_slice(&head[..n]);
         self.raw.extend_from_slice(e.key);
         self.raw.extend_from_slice(e.value);
         self.raw_entries += 1;

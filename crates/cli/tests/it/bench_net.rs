@@ -671,8 +671,10 @@ fn bench_loopback_reports_the_echo_pair() {
     let v = json_of(&out);
     let fsyncs = v["echo"]["fsyncs"].as_u64().unwrap();
     let served = v["echo"]["server_round_trips"].as_u64().unwrap();
+    // Each round answers both connections, except a round or two while only one is open: at
+    // the start, before the second connects, and at the end, after the first has closed.
     assert!(
-        fsyncs > 0 && served >= 2 * fsyncs && served <= 2 * fsyncs + 2,
+        fsyncs > 0 && served + 4 >= 2 * fsyncs && served <= 2 * fsyncs + 2,
         "{v}"
     );
     assert_eq!(std::fs::read_dir(&dir.path).unwrap().count(), 0);
