@@ -304,7 +304,8 @@ pub struct ServerConfig {
     /// whose steps took the shard W, the next automatic one waits until W x 100 / percent has
     /// passed since that one began (its log grows meanwhile). A snapshot runs on the shard's own
     /// thread, so at a high write rate the log's size alone would have it snapshot again and
-    /// again. Default 1; 0 = no limit; BGSAVE and SAVE are not limited
+    /// again. A log grown to 4 times the size rule's bytes ends the wait. Default 1; 0 = no
+    /// limit; BGSAVE and SAVE are not limited
     /// (docs/persistence.md "Automatic snapshots").
     pub auto_snapshot_cpu_percent: u32,
     /// Under `appendfsync always`, how long after a sync round ends the next one may wait for

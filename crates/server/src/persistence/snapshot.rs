@@ -53,8 +53,8 @@
 //! second or two; `auto_snapshot_cpu_percent` (default 1) makes the next automatic one wait
 //! until the last one's work (its rotation, steps and fdatasync, in CPU time:
 //! `snapshot_work_us`) is that share of the time since it began (`shard::snapshot::
-//! auto_not_before`). The log grows meanwhile: its size is then bounded by the write rate
-//! times that wait.
+//! auto_not_before`). The log grows meanwhile, at most to `LOG_GROWTH_OVER_BUDGET` times the
+//! size rule's bytes: then a snapshot starts anyway (`shard::snapshot::budget_over`).
 //!
 //! Non-goals: fork; a snapshot of several shards at one common instant (each shard's image
 //! is consistent with its own log, which is what recovery needs).
@@ -118,6 +118,9 @@ struct ShardSide {
     running: AtomicBool,
     /// Bytes of the shard's last snapshot file (the base of the automatic rule).
     last_image_bytes: AtomicU64,
+    /// Bytes of the shard's current log as its snapshot task last looked (INFO
+    /// `aof_current_size`): the size its last automatic decision was made on.
+    log_bytes: AtomicU64,
 }
 
 /// A round: every shard snapshots once.
@@ -627,6 +630,16 @@ impl Snapshots {
         (limit > 0 && log_bytes >= limit && log_bytes >= base).then_some(Why::Auto)
     }
 
+    /// The size of shard `shard`'s last snapshot file (0 before its first).
+    pub(crate) fn last_image_bytes(&self, shard: usize) -> u64 {
+        self.shards[shard].last_image_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Shard `shard`'s current log is `bytes` long (its snapshot task's look before deciding).
+    pub(crate) fn publish_log_bytes(&self, shard: usize, bytes: u64) {
+        self.shards[shard].log_bytes.store(bytes, Ordering::Relaxed);
+    }
+
     /// Waits until shard `shard` is asked for a round or `timeout` passes.
     pub(crate) async fn asked(&self, shard: usize, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.shards[shard].wake.notified()).await;
@@ -654,6 +667,20 @@ impl Snapshots {
         use std::fmt::Write;
         let running = self.round_running();
         let changes = records_now.saturating_sub(self.records_at_save.load(Ordering::Relaxed));
+        // Redis's sizes of its AOF: here the shards' logs (as their tasks last looked, at most
+        // AUTO_CHECK_INTERVAL ago) and the snapshots they are compared with.
+        let sum = |f: fn(&ShardSide) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| f(s).load(Ordering::Relaxed))
+                .sum()
+        };
+        let _ = write!(
+            s,
+            "aof_current_size:{}\r\naof_base_size:{}\r\n",
+            sum(|s| &s.log_bytes),
+            sum(|s| &s.last_image_bytes)
+        );
         let _ = write!(
             s,
             "rdb_changes_since_last_save:{changes}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\n",

@@ -46,6 +46,11 @@ pub const AUTO_RETRY_INTERVAL: Duration = Duration::from_secs(10);
 pub const LOG_REPAIR_INTERVAL: Duration = Duration::from_secs(1);
 pub const LOG_REPAIR_INTERVAL_MAX: Duration = Duration::from_secs(60);
 
+/// How many times the size rule's bytes (`auto_snapshot_log_bytes`, or the last image if
+/// larger) a log may grow to while automatic snapshots wait for their CPU budget: then one
+/// starts anyway.
+pub const LOG_GROWTH_OVER_BUDGET: u64 = 4;
+
 /// When the next automatic snapshot may begin after one that began at `began` and took the
 /// shard `work` on its own thread (`auto_snapshot_cpu_percent`): automatic snapshots then take
 /// at most `percent` of the shard's time. `percent` 0: at once (no limit).
@@ -54,6 +59,21 @@ pub(crate) fn auto_not_before(began: Instant, work: Duration, percent: u32) -> I
         0 => began,
         p => began + work * 100 / p,
     }
+}
+
+/// Whether the CPU budget lets an automatic snapshot begin `now` (the size rule is checked
+/// apart): its wait (`budget_after`) is over, or the log (`log_bytes`) has grown meanwhile to
+/// `LOG_GROWTH_OVER_BUDGET` times what the size rule asks (`limit`, or the last image `base`
+/// if larger), so disk and restart time stay bounded whatever the store's size and write rate.
+pub(crate) fn budget_over(
+    now: Instant,
+    budget_after: Instant,
+    log_bytes: u64,
+    limit: u64,
+    base: u64,
+) -> bool {
+    now >= budget_after
+        || (limit > 0 && log_bytes >= limit.max(base).saturating_mul(LOG_GROWTH_OVER_BUDGET))
 }
 
 /// The shard's snapshot task; returns at once with `appendonly no`.
@@ -77,12 +97,11 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             .borrow()
             .as_ref()
             .map_or(0, |l| l.writer.file_bytes());
+        snaps.publish_log_bytes(ctx.id, log_bytes);
         let now = Instant::now();
-        let auto_limit = if now >= auto_after && now >= budget_after {
-            limit
-        } else {
-            0
-        };
+        let base = snaps.last_image_bytes(ctx.id);
+        let waited = now >= auto_after && budget_over(now, budget_after, log_bytes, limit, base);
+        let auto_limit = if waited { limit } else { 0 };
         let needs_repair = store.needs_repair(ctx.id);
         if needs_repair && !repairing {
             // A new failure: the first repair after LOG_REPAIR_INTERVAL.
@@ -295,5 +314,39 @@ impl ShardCtx {
             .fetch_add(total.saturating_sub(counted.1), Ordering::Relaxed);
         *counted = (cursor.max(counted.0), total.max(counted.1));
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_waits_a_hundred_times_the_work_at_one_percent_unless_the_log_outgrows_it() {
+        let began = Instant::now();
+        let work = Duration::from_millis(40);
+        assert_eq!(
+            auto_not_before(began, work, 1),
+            began + Duration::from_secs(4)
+        );
+        assert_eq!(
+            auto_not_before(began, work, 5),
+            began + Duration::from_millis(800)
+        );
+        assert_eq!(auto_not_before(began, work, 100), began + work);
+        assert_eq!(auto_not_before(began, work, 0), began, "0: no limit");
+        let after = auto_not_before(began, work, 1);
+        let (limit, mib) = (64 << 20, 1 << 20);
+        // During the wait: only a log 4 times the rule's bytes (the limit, or a larger image)
+        // ends it.
+        let during = began + Duration::from_secs(1);
+        assert!(!budget_over(during, after, 255 * mib, limit, 0));
+        assert!(budget_over(during, after, 256 * mib, limit, 0));
+        assert!(!budget_over(during, after, 300 * mib, limit, 100 * mib));
+        assert!(budget_over(during, after, 400 * mib, limit, 100 * mib));
+        // With automatic snapshots off the size never ends it (nor matters: no rule).
+        assert!(!budget_over(during, after, u64::MAX, 0, 0));
+        // After it, any size.
+        assert!(budget_over(after, after, 0, limit, 0));
     }
 }

@@ -308,31 +308,45 @@ fn save_and_bgsave_with_persistence_off_say_so() {
     srv.stop();
 }
 
-/// Automatic snapshots of a shard under a writer that keeps its log past the limit for
-/// `run`: when each began (seen as `snapshot_in_progress` turning 1) and the shard time it
-/// took (`snapshot_work_us` between two `snapshots_done`), with `auto_snapshot_cpu_percent`
-/// `percent`.
-fn auto_snapshot_timeline(name: &str, percent: u32, run: Duration) -> Vec<(Instant, u64)> {
+/// An automatic snapshot's start as INFO showed it (`snapshot_in_progress` turning 1): when,
+/// the shard time it took (`snapshot_work_us` until its `snapshots_done`), and the log and base
+/// sizes its decision was made on (`aof_current_size`, `aof_base_size`: the task does not look
+/// again while it runs).
+#[derive(Debug, Clone, Copy)]
+struct AutoStart {
+    at: Instant,
+    work_us: u64,
+    log: u64,
+    base: u64,
+}
+
+/// Automatic snapshots of a shard of `keys` keys under a writer that keeps its log past the
+/// limit (64 KiB) for `run`, with `auto_snapshot_cpu_percent` `percent`. Also returns the
+/// writer's log bytes per second.
+fn auto_snapshot_timeline(
+    name: &str,
+    keys: usize,
+    percent: u32,
+    run: Duration,
+) -> (Vec<AutoStart>, f64) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    const KEYS: usize = 20_000;
     let dir = TempDir::new(name);
     let cfg = ServerConfig {
-        auto_snapshot_log_bytes: 64 << 10,
+        auto_snapshot_log_bytes: AUTO_LIMIT as usize,
         auto_snapshot_cpu_percent: percent,
         ..persistent(&dir.0, 1)
     };
     let srv = start_with(cfg);
     let mut c = Client::connect(&srv);
-    set_keys(&mut c, 0..KEYS);
+    set_keys(&mut c, 0..keys);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (stop, mut w) = (stop.clone(), Client::connect(&srv));
         std::thread::spawn(move || {
-            // Overwrites, 100 pipelined at a time: the log passes the image's size (the
-            // automatic rule's base) within a few tens of milliseconds.
+            // Overwrites, 100 pipelined at a time.
             while !stop.load(Ordering::Relaxed) {
-                set_keys(&mut w, 0..KEYS);
+                set_keys(&mut w, 0..keys);
             }
         })
     };
@@ -344,10 +358,11 @@ fn auto_snapshot_timeline(name: &str, percent: u32, run: Duration) -> Vec<(Insta
             .parse()
             .unwrap()
     };
-    let mut timeline: Vec<(Instant, u64)> = Vec::new();
+    let mut starts: Vec<AutoStart> = Vec::new();
     let (mut running, mut done, mut work_at_done) = (0, 0, 0);
-    let end = Instant::now() + run;
-    while Instant::now() < end {
+    let begun = Instant::now();
+    let written0 = field(&info_text(&mut c), "aof_written_bytes");
+    while begun.elapsed() < run {
         let text = info_text(&mut c);
         let (r, d, w) = (
             field(&text, "snapshot_in_progress"),
@@ -355,57 +370,75 @@ fn auto_snapshot_timeline(name: &str, percent: u32, run: Duration) -> Vec<(Insta
             field(&text, "snapshot_work_us"),
         );
         if r == 1 && running == 0 {
-            timeline.push((Instant::now(), 0));
+            starts.push(AutoStart {
+                at: Instant::now(),
+                work_us: 0,
+                log: field(&text, "aof_current_size"),
+                base: field(&text, "aof_base_size"),
+            });
         }
         if d > done {
             // One shard: snapshots follow one another, so this is the work of the last one.
-            if let Some(last) = timeline.last_mut() {
-                last.1 = w - work_at_done;
+            if let Some(last) = starts.last_mut() {
+                last.work_us = w - work_at_done;
             }
             (done, work_at_done) = (d, w);
         }
         running = r;
         std::thread::sleep(Duration::from_millis(2));
     }
+    let rate = (field(&info_text(&mut c), "aof_written_bytes") - written0) as f64
+        / begun.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     srv.stop();
-    timeline
+    (starts, rate)
 }
 
-/// The starts in `timeline` that came sooner after the one before than `percent` allows
-/// (the one before's work x 100 / percent), less `slack` for what polling INFO misses.
-fn too_soon(timeline: &[(Instant, u64)], percent: u32, slack: Duration) -> Vec<String> {
-    timeline
-        .windows(2)
-        .filter_map(|w| {
-            let (gap, work) = (w[1].0 - w[0].0, Duration::from_micros(w[0].1));
-            let allowed = work * 100 / percent;
-            (gap + slack < allowed).then(|| format!("{gap:?} after one of {work:?}"))
-        })
-        .collect()
+/// `auto_snapshot_log_bytes` of the share tests.
+const AUTO_LIMIT: u64 = 64 << 10;
+
+/// Whether `next` began sooner after `prev` than `percent` allows (the one before's work x
+/// 100 / percent), less `slack` for what polling INFO misses.
+fn before_its_budget(prev: &AutoStart, next: &AutoStart, percent: u32, slack: Duration) -> bool {
+    next.at - prev.at + slack < Duration::from_micros(prev.work_us) * 100 / percent
+}
+
+/// Whether the log had outgrown the budget's wait when `s` began (`LOG_GROWTH_OVER_BUDGET`).
+fn log_outgrew_the_wait(s: &AutoStart) -> bool {
+    s.log >= 4 * AUTO_LIMIT.max(s.base)
 }
 
 #[test]
 fn automatic_snapshots_keep_to_their_share_of_the_shard() {
     let slack = Duration::from_millis(20);
     // Without a limit the shard snapshots again as soon as its log passes the rule: the
-    // starts come sooner than a 1% share would allow (the check below can fail).
-    let free = auto_snapshot_timeline("share-free", 0, Duration::from_millis(1500));
+    // starts come sooner than a 1% share would allow, with logs under the growth bound (the
+    // check below can fail).
+    let (free, rate) = auto_snapshot_timeline("share-free", 20_000, 0, Duration::from_millis(1500));
     assert!(free.len() >= 3, "{} automatic snapshots", free.len());
     assert!(
-        !too_soon(&free, 1, slack).is_empty(),
-        "snapshots without a limit already kept to 1%: {free:?}"
+        free.windows(2)
+            .any(|w| before_its_budget(&w[0], &w[1], 1, slack) && !log_outgrew_the_wait(&w[1])),
+        "snapshots without a limit already kept to 1% (writer {rate:.0} B/s): {free:?}"
     );
-    // With 1%, each waits a hundred times the last one's work from the last one's start.
-    let kept = auto_snapshot_timeline("share-kept", 1, Duration::from_secs(3));
+    // With 1%, each waits a hundred times the last one's work from the last one's start,
+    // unless its log has grown to 4 times the size rule's bytes meanwhile.
+    let (kept, rate) = auto_snapshot_timeline("share-kept", 20_000, 1, Duration::from_secs(3));
+    eprintln!("writer {rate:.0} B/s: {kept:?}");
     assert!(kept.len() >= 2, "{} automatic snapshots", kept.len());
     // (The last may still be running when the run ends.)
     let finished = &kept[..kept.len() - 1];
     assert!(
-        finished.iter().all(|&(_, w)| w > 0),
+        finished.iter().all(|s| s.work_us > 0),
         "work counted: {kept:?}"
     );
-    let soon = too_soon(&kept, 1, slack);
-    assert!(soon.is_empty(), "too soon: {soon:?}");
+    for w in kept.windows(2) {
+        assert!(
+            !before_its_budget(&w[0], &w[1], 1, slack) || log_outgrew_the_wait(&w[1]),
+            "too soon, with {} bytes of log over a base of {}: {kept:?}",
+            w[1].log,
+            w[1].base
+        );
+    }
 }
