@@ -897,7 +897,7 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "snapshot_work_us",
         "directkv_snapshot_work_microseconds_total",
         Kind::Counter,
-        "Time shards spent on snapshots on their own threads (the log's rotation and the image's steps), microseconds.",
+        "CPU time snapshots took: the log's rotation and the image's steps on the shard's thread, its fdatasync, microseconds.",
         |s| s.snapshot.work_us.load(Ordering::Relaxed),
     ),
     server(

@@ -105,7 +105,8 @@ pub(crate) struct SnapshotCounters {
     pub(crate) bytes: AtomicU64,
     /// Most bytes a snapshot held besides the store (copies of buckets, the bitmap).
     pub(crate) extra_bytes_peak: AtomicU64,
-    /// Time the shards spent on snapshots on their own threads (rotations and steps), us.
+    /// CPU time snapshots took (rotations and steps on the shards' threads, the images'
+    /// fdatasyncs on blocking threads), us.
     pub(crate) work_us: AtomicU64,
 }
 

@@ -181,8 +181,9 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
 
 impl ShardCtx {
     /// Takes this shard's snapshot: rotates the log and writes the image between batches.
-    /// Returns the image's size in bytes, and (whatever the outcome) the time the shard's
-    /// thread spent on it: the rotation and the slices, not the pauses between them.
+    /// Returns the image's size in bytes, and (whatever the outcome) the CPU time it took:
+    /// the rotation and the slices on the shard's thread (not the pauses between them), and
+    /// the image's fdatasync on the blocking thread.
     async fn snapshot(&self) -> (Result<u64, SnapshotFailed>, Duration) {
         let mut work = Duration::ZERO;
         let outcome = self.snapshot_worked(&mut work).await;
