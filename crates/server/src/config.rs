@@ -296,7 +296,7 @@ pub struct ServerConfig {
     /// A shard snapshots itself when its log has passed this many bytes and is at least as
     /// large as its last snapshot file (then the log before the snapshot is removed: the log
     /// does not grow for ever). Redis's `auto-aof-rewrite-min-size` with
-    /// `auto-aof-rewrite-percentage 100`; default 64 MiB; 0 = off
+    /// `auto-aof-rewrite-percentage 100`; default 64 MiB; 0 = off; CONFIG SET changes it live
     /// (docs/persistence.md "Snapshots").
     #[serde(deserialize_with = "size")]
     pub auto_snapshot_log_bytes: usize,
@@ -305,7 +305,7 @@ pub struct ServerConfig {
     /// passed since that one began (its log grows meanwhile). A snapshot runs on the shard's own
     /// thread, so at a high write rate the log's size alone would have it snapshot again and
     /// again. A log grown to 4 times the size rule's bytes ends the wait. Default 1; 0 = no
-    /// limit; BGSAVE and SAVE are not limited
+    /// limit; BGSAVE and SAVE are not limited; CONFIG SET changes it live
     /// (docs/persistence.md "Automatic snapshots").
     pub auto_snapshot_cpu_percent: u32,
     /// Under `appendfsync always`, how long after a sync round ends the next one may wait for

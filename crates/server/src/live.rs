@@ -14,6 +14,8 @@
 //!                                       only when it moved
 //!                                       appendfsync, group_commit_delay_us: read by the
 //!                                       replies and the log sync thread
+//!                                       auto_snapshot_log_bytes, auto_snapshot_cpu_percent:
+//!                                       read by each shard's snapshot task at its checks
 //!  SHUTDOWN ───────── request ──────>   shutdown: Server::run_until_signal wakes and stops
 //! ```
 //!
@@ -54,6 +56,10 @@ pub(crate) struct Live {
     appendfsync: AtomicU8,
     /// `group_commit_delay_us` (read by the log sync thread before each round under `always`).
     group_commit_delay_us: AtomicU64,
+    /// `auto_snapshot_log_bytes` and `auto_snapshot_cpu_percent` (read by the shards' snapshot
+    /// tasks at each check).
+    auto_snapshot_log_bytes: AtomicU64,
+    auto_snapshot_cpu_percent: AtomicU64,
 }
 
 impl Default for Live {
@@ -71,6 +77,8 @@ impl Default for Live {
             maxmemory_policy: AtomicU8::new(0),
             appendfsync: AtomicU8::new(0),
             group_commit_delay_us: AtomicU64::new(0),
+            auto_snapshot_log_bytes: AtomicU64::new(0),
+            auto_snapshot_cpu_percent: AtomicU64::new(0),
         };
         live.set_from(&ServerConfig::default());
         live
@@ -96,6 +104,27 @@ impl Live {
         self.set_maxmemory_policy(cfg.eviction_policy().unwrap_or_default());
         self.set_appendfsync(cfg.append_fsync().unwrap_or(AppendFsync::Everysec));
         self.set_group_commit_delay_us(cfg.group_commit_delay_us);
+        self.set_auto_snapshot_log_bytes(cfg.auto_snapshot_log_bytes as u64);
+        self.set_auto_snapshot_cpu_percent(cfg.auto_snapshot_cpu_percent);
+    }
+
+    /// A shard snapshots itself when its log passes this many bytes (0: never on its own).
+    pub(crate) fn auto_snapshot_log_bytes(&self) -> u64 {
+        self.auto_snapshot_log_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_auto_snapshot_log_bytes(&self, bytes: u64) {
+        self.auto_snapshot_log_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The most of a shard's time its automatic snapshots take, in percent (0: no limit).
+    pub(crate) fn auto_snapshot_cpu_percent(&self) -> u32 {
+        self.auto_snapshot_cpu_percent.load(Ordering::Relaxed) as u32
+    }
+
+    pub(crate) fn set_auto_snapshot_cpu_percent(&self, percent: u32) {
+        self.auto_snapshot_cpu_percent
+            .store(u64::from(percent), Ordering::Relaxed);
     }
 
     /// How long a sync round under `always` may wait for the batches the last round answered

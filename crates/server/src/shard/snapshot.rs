@@ -6,7 +6,8 @@
 //! ```text
 //!   serve(ctx) loop:
 //!     wait: asked for a round, or AUTO_CHECK_INTERVAL (then check the log's size, and
-//!           the CPU budget: auto_not_before the last snapshot's start and work)
+//!           the CPU budget: auto_not_before the last snapshot's start and work; both
+//!           settings live, CONFIG SET)
 //!     snapshot():  begin (rotate + ImageWriter::begin)      one borrow of the engine
 //!                  step, step, ... for SNAPSHOT_SLICE        SNAPSHOT_STEP_BUCKETS each,
 //!                  then SNAPSHOT_PAUSE if commands ran since the last slice, else a yield
@@ -82,9 +83,8 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
         return;
     };
     let snaps = &store.snapshots;
-    let limit = ctx.cfg.auto_snapshot_log_bytes as u64;
+    let live = &ctx.stats.live;
     let mut served = 0u64;
-    let percent = ctx.cfg.auto_snapshot_cpu_percent;
     let mut auto_after = Instant::now();
     // The CPU budget's wait after the last snapshot (`auto_not_before`).
     let mut budget_after = Instant::now();
@@ -98,6 +98,8 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
             .as_ref()
             .map_or(0, |l| l.writer.file_bytes());
         snaps.publish_log_bytes(ctx.id, log_bytes);
+        // CONFIG SET may change either at any check.
+        let limit = live.auto_snapshot_log_bytes();
         let now = Instant::now();
         let base = snaps.last_image_bytes(ctx.id);
         let waited = now >= auto_after && budget_over(now, budget_after, log_bytes, limit, base);
@@ -131,7 +133,7 @@ pub(crate) async fn serve(ctx: Rc<ShardCtx>) {
         let began = Instant::now();
         let (outcome, work) = ctx.snapshot().await;
         snaps.set_running(ctx.id, false);
-        budget_after = auto_not_before(began, work, percent);
+        budget_after = auto_not_before(began, work, live.auto_snapshot_cpu_percent());
         if turn {
             store.end_repair_turn();
         }

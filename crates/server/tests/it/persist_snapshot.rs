@@ -442,3 +442,104 @@ fn automatic_snapshots_keep_to_their_share_of_the_shard() {
         );
     }
 }
+
+#[test]
+fn config_set_changes_the_automatic_snapshot_settings_live() {
+    let dir = TempDir::new("config-auto");
+    let srv = start_with(persistent(&dir.0, 1));
+    let mut c = Client::connect(&srv);
+    let get = |c: &mut Client, name: &str| match c.cmd(&["CONFIG", "GET", name]) {
+        Reply::Array(Some(a)) if a.len() == 2 => a[1].clone(),
+        r => panic!("{name}: {r:?}"),
+    };
+    assert_eq!(
+        get(&mut c, "auto-snapshot-log-bytes"),
+        common::bulk("67108864")
+    );
+    assert_eq!(
+        get(&mut c, "auto-aof-rewrite-min-size"),
+        common::bulk("67108864")
+    );
+    assert_eq!(get(&mut c, "auto-snapshot-cpu-percent"), common::bulk("1"));
+    for (args, why) in [
+        (
+            &["auto-snapshot-cpu-percent", "101"][..],
+            "argument must be between 0 and 100 inclusive",
+        ),
+        (&["auto-snapshot-cpu-percent", "some"], "couldn't be parsed"),
+        (
+            &["auto-snapshot-log-bytes", "lots"],
+            "must be a memory value",
+        ),
+        (
+            &[
+                "auto-aof-rewrite-min-size",
+                "1",
+                "auto-snapshot-log-bytes",
+                "2",
+            ],
+            "duplicate parameter",
+        ),
+    ] {
+        let mut cmd = vec!["CONFIG", "SET"];
+        cmd.extend_from_slice(args);
+        match c.cmd(&cmd) {
+            Reply::Error(e) => assert!(e.contains(why), "{args:?}: {e}"),
+            r => panic!("{args:?}: {r:?}"),
+        }
+    }
+    assert_eq!(
+        get(&mut c, "auto-snapshot-log-bytes"),
+        common::bulk("67108864")
+    );
+    // Well past 64 KiB of log, far below 64 MiB: no automatic snapshot at the default.
+    set_keys(&mut c, 0..5000);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_field(&mut c, "snapshots_auto"), 0);
+    // Redis's name for it, with Redis's units: the next check snapshots.
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "auto-aof-rewrite-min-size", "64kb"]),
+        ok()
+    );
+    assert_eq!(
+        get(&mut c, "auto-snapshot-log-bytes"),
+        common::bulk("65536")
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(&mut c, "snapshots_auto") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no automatic snapshot after CONFIG SET"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // 0 turns them off: once the running one ends, more log brings no other.
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "auto-snapshot-log-bytes",
+            "0",
+            "auto-snapshot-cpu-percent",
+            "0"
+        ]),
+        ok()
+    );
+    assert_eq!(get(&mut c, "auto-snapshot-cpu-percent"), common::bulk("0"));
+    while info_field(&mut c, "snapshot_in_progress") != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the automatic snapshot never ended"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let auto = info_field(&mut c, "snapshots_auto");
+    set_keys(&mut c, 0..20_000);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_field(&mut c, "snapshots_auto"), auto);
+    srv.stop();
+    let srv = start_with(persistent(&dir.0, 1));
+    let mut c = Client::connect(&srv);
+    check_keys(&mut c, 20_000);
+    srv.stop();
+}

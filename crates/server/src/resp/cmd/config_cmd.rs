@@ -14,7 +14,10 @@
 //! `requirepass` at the next login (connections already in stay in),
 //! `reply-write-timeout-secs` for connections opened afterwards, and `maxmemory-policy` at
 //! every shard's next batch, `appendfsync` at the next reply (and the log sync thread within a
-//! second), `group-commit-delay-us` at the log sync thread's next round.
+//! second), `group-commit-delay-us` at the log sync thread's next round,
+//! `auto-snapshot-log-bytes` (Redis's `auto-aof-rewrite-min-size`) and
+//! `auto-snapshot-cpu-percent` at each shard's next check (within 100 ms; a budget's wait
+//! already running keeps its end).
 //!
 //! Non-goals: CONFIG REWRITE (the file is the operator's); settings the engines or listeners
 //! were built with.
@@ -39,6 +42,9 @@ const SETTABLE: &[&str] = &[
     "maxmemory-policy",
     "appendfsync",
     "group-commit-delay-us",
+    "auto-snapshot-log-bytes",
+    "auto-aof-rewrite-min-size",
+    "auto-snapshot-cpu-percent",
 ];
 
 /// Redis names for directkv settings: (Redis name, directkv key).
@@ -47,6 +53,7 @@ const REDIS_ALIASES: &[(&str, &str)] = &[
     ("maxclients", "connections_max"),
     ("proto-max-bulk-len", "value_len_max"),
     ("client-query-buffer-limit", "conn_input_bytes_max"),
+    ("auto-aof-rewrite-min-size", "auto_snapshot_log_bytes"),
 ];
 
 /// Redis settings directkv answers with a fixed value (unless a setting of that name exists).
@@ -97,6 +104,8 @@ fn settings(cfg: &ServerConfig, stats: &ServerStats) -> Vec<(String, String)> {
             "maxmemory_policy" => live.maxmemory_policy().name().to_string(),
             "appendfsync" => live.appendfsync().name().to_string(),
             "group_commit_delay_us" => live.group_commit_delay_us().to_string(),
+            "auto_snapshot_log_bytes" => live.auto_snapshot_log_bytes().to_string(),
+            "auto_snapshot_cpu_percent" => live.auto_snapshot_cpu_percent().to_string(),
             k => table.get(k).map(shown).unwrap_or_default(),
         };
         all.push((key.replace('_', "-"), value));
@@ -194,6 +203,8 @@ enum Change {
     Policy(directkv_engine::EvictionPolicy),
     AppendFsync(crate::config::AppendFsync),
     GroupCommitDelay(u64),
+    AutoSnapshotLogBytes(u64),
+    AutoSnapshotCpuPercent(u32),
 }
 
 fn failed(name: &str, why: &str) -> String {
@@ -271,6 +282,19 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
             0,
             crate::config::GROUP_COMMIT_DELAY_US_MAX as i64,
         )? as u64),
+        "auto-snapshot-log-bytes" | "auto-aof-rewrite-min-size" => {
+            let text = std::str::from_utf8(value).unwrap_or("?");
+            let bytes = crate::config::parse_size(text).map_err(|_| {
+                failed(
+                    name,
+                    "argument must be a memory value (bytes, or with K, M, G: 64mb; 0 = off)",
+                )
+            })?;
+            Change::AutoSnapshotLogBytes(bytes as u64)
+        }
+        "auto-snapshot-cpu-percent" => {
+            Change::AutoSnapshotCpuPercent(int_in(name, value, 0, 100)? as u32)
+        }
         _ => return Err(failed(name, "can't set immutable config")),
     })
 }
@@ -316,10 +340,10 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
             return error(p, v, &failed(&name, "can't set immutable config"));
         }
         // maxclients and connections-max are one setting.
-        let canonical = if name == "connections-max" {
-            "maxclients".to_string()
-        } else {
-            name.clone()
+        let canonical = match name.as_str() {
+            "connections-max" => "maxclients".to_string(),
+            "auto-aof-rewrite-min-size" => "auto-snapshot-log-bytes".to_string(),
+            _ => name.clone(),
         };
         if seen.contains(&canonical) {
             return error(p, v, &failed(&name, "duplicate parameter"));
@@ -346,6 +370,8 @@ fn set(p: &mut Pending, s: &Session, pairs: &[&[u8]]) -> Planned {
             Change::Policy(policy) => live.set_maxmemory_policy(policy),
             Change::AppendFsync(p) => live.set_appendfsync(p),
             Change::GroupCommitDelay(us) => live.set_group_commit_delay_us(us),
+            Change::AutoSnapshotLogBytes(b) => live.set_auto_snapshot_log_bytes(b),
+            Change::AutoSnapshotCpuPercent(pc) => live.set_auto_snapshot_cpu_percent(pc),
         }
     }
     tracing::info!(client = s.admin.me.id, "CONFIG SET {}", show_names(pairs));
