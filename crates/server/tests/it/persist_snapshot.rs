@@ -44,13 +44,17 @@ fn info_text(c: &mut Client) -> String {
     }
 }
 
-fn info_str(c: &mut Client, name: &str) -> String {
-    let text = info_text(c);
+/// Field `name` of an INFO `text`.
+fn field_of(text: &str, name: &str) -> String {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name}:")))
         .unwrap_or_else(|| panic!("INFO has no {name}: {text}"))
         .trim()
         .to_string()
+}
+
+fn info_str(c: &mut Client, name: &str) -> String {
+    field_of(&info_text(c), name)
 }
 
 /// Polls until no snapshot round runs, with a deadline.
@@ -350,14 +354,7 @@ fn auto_snapshot_timeline(
             }
         })
     };
-    let field = |text: &str, name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:")))
-            .unwrap_or_else(|| panic!("INFO has no {name}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let field = |text: &str, name: &str| -> u64 { field_of(text, name).parse().unwrap() };
     let mut starts: Vec<AutoStart> = Vec::new();
     let (mut running, mut done, mut work_at_done) = (0, 0, 0);
     let begun = Instant::now();

@@ -224,6 +224,18 @@ fn int_in(name: &str, value: &[u8], min: i64, max: i64) -> Result<i64, String> {
     Ok(n)
 }
 
+/// A memory value as Redis's configs take it (bytes, or with K, M, G: `64mb`); `note` ends
+/// the error's text.
+fn memory_value(name: &str, value: &[u8], note: &str) -> Result<usize, String> {
+    let text = std::str::from_utf8(value).unwrap_or("?");
+    crate::config::parse_size(text).map_err(|_| {
+        failed(
+            name,
+            &format!("argument must be a memory value (bytes, or with K, M, G: 64mb{note})"),
+        )
+    })
+}
+
 /// Parses one pair; checks what the server's safety rules need (config.rs's `validate`).
 fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String> {
     let cfg = &s.admin.cfg;
@@ -235,16 +247,7 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
         "reply-write-timeout-secs" => {
             Change::WriteTimeout(int_in(name, value, 1, i32::MAX as i64)? as u64)
         }
-        "maxmemory-clients" => {
-            let text = std::str::from_utf8(value).unwrap_or("?");
-            let bytes = crate::config::parse_size(text).map_err(|_| {
-                failed(
-                    name,
-                    "argument must be a memory value (bytes, or with K, M, G: 64mb)",
-                )
-            })?;
-            Change::ClientMemory(bytes)
-        }
+        "maxmemory-clients" => Change::ClientMemory(memory_value(name, value, "")?),
         "requirepass" => {
             let text = std::str::from_utf8(value)
                 .map_err(|_| failed(name, "the password must be UTF-8"))?;
@@ -283,14 +286,7 @@ fn parse_change(s: &Session, name: &str, value: &[u8]) -> Result<Change, String>
             crate::config::GROUP_COMMIT_DELAY_US_MAX as i64,
         )? as u64),
         "auto-snapshot-log-bytes" | "auto-aof-rewrite-min-size" => {
-            let text = std::str::from_utf8(value).unwrap_or("?");
-            let bytes = crate::config::parse_size(text).map_err(|_| {
-                failed(
-                    name,
-                    "argument must be a memory value (bytes, or with K, M, G: 64mb; 0 = off)",
-                )
-            })?;
-            Change::AutoSnapshotLogBytes(bytes as u64)
+            Change::AutoSnapshotLogBytes(memory_value(name, value, "; 0 = off")? as u64)
         }
         "auto-snapshot-cpu-percent" => {
             Change::AutoSnapshotCpuPercent(int_in(name, value, 0, 100)? as u32)
