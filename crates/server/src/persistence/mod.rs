@@ -1,6 +1,7 @@
 //! Persistence in the server (issue 22; the files are `directkv-persist`'s, docs/persistence.md):
 //! each shard appends one record per batch that wrote to its own log, from its own thread, and
-//! one sync thread makes the logs durable; recovery at start (`recover.rs`) rebuilds each
+//! one sync thread makes the logs durable (with helpers that sync a round's other logs at the
+//! same time: `fanout.rs`); recovery at start (`recover.rs`) rebuilds each
 //! shard's engine from its snapshot and log before the shards start.
 //!
 //! ```text
@@ -73,6 +74,7 @@
 //! whose record failed ran in memory and was answered with errors; the repair keeps its
 //! writes (as Redis keeps a command whose AOF write failed after it ran).
 
+mod fanout;
 pub(crate) mod info;
 pub(crate) mod recover;
 pub(crate) mod snapshot;
@@ -281,11 +283,14 @@ pub(crate) struct Store {
     pub(crate) stats: Arc<crate::stats::ServerStats>,
     /// Snapshot rounds and requests (`snapshot.rs`).
     pub(crate) snapshots: snapshot::Snapshots,
-    /// The sync thread's waits so far (its voluntary context switches, published after each
-    /// wait for asks and each round's fdatasyncs): each ends in a wake-up that may take the
-    /// core from a shard on it. A shard's busy poller discounts them from the preemptions it
+    /// The sync thread's and its helpers' waits so far (their voluntary context switches,
+    /// published after each wait for asks or a job and each fdatasync): each ends in a
+    /// wake-up that may take the core from a shard on it. A shard's busy poller discounts them from the preemptions it
     /// reads as its core being wanted (`shard::busy_poll`).
     pub(crate) sync_thread_waits: Arc<AtomicU64>,
+    /// The helpers that sync other shards' logs while the sync thread syncs one (`fanout.rs`):
+    /// one per shard after the first.
+    fanout: fanout::Fanout,
 }
 
 impl std::fmt::Debug for Store {
@@ -339,6 +344,7 @@ impl Store {
             stats,
             snapshots: snapshot::Snapshots::new(logs.len()),
             sync_thread_waits: Arc::new(AtomicU64::new(0)),
+            fanout: fanout::Fanout::new(logs.len().saturating_sub(1)),
         }))
     }
 
@@ -643,42 +649,84 @@ impl Store {
 
     /// One round: fdatasync every shard's log that has records not yet durable (a pending
     /// rotation completed first, so a record of a new log is never durable before the old
-    /// log is whole and the new one named).
+    /// log is whole and the new one named), the logs after the first by helpers at the same
+    /// time (`fanout.rs`).
     fn sync_all(&self) -> bool {
-        for (shard, s) in self.shards.iter().enumerate() {
-            let written = s.written.load(Ordering::Acquire);
-            let mut file = self.sync_file(shard);
-            if file.rotation.is_some() && self.complete_locked(shard, &mut file).is_err() {
-                return false;
-            }
-            if s.durable.load(Ordering::Acquire) >= written {
-                continue;
-            }
-            let Some(f) = file.current.as_mut() else {
-                continue;
-            };
-            let t = Instant::now();
-            let r = f.sync_data();
-            self.stats.persist.fsync_took(t.elapsed());
-            if let Err(e) = r {
-                self.fail(format!("fdatasync of a log: {e}"));
-                return false;
-            }
-            s.durable.fetch_max(written, Ordering::AcqRel);
+        let todo: Vec<usize> = (0..self.shards.len())
+            .filter(|&i| self.needs_sync(i))
+            .collect();
+        self.fanout.run(&todo, |i| self.sync_shard(i))
+    }
+
+    /// Whether shard `shard` has a rotation to complete or records not yet durable.
+    fn needs_sync(&self, shard: usize) -> bool {
+        let s = &self.shards[shard];
+        s.rotating.load(Ordering::Acquire)
+            || s.durable.load(Ordering::Acquire) < s.written.load(Ordering::Acquire)
+    }
+
+    /// Shard `shard`'s part of a round: its rotation completed, if one is pending, and its
+    /// log synced. False: a step failed (and failed the store).
+    fn sync_shard(&self, shard: usize) -> bool {
+        let s = &self.shards[shard];
+        let written = s.written.load(Ordering::Acquire);
+        let mut file = self.sync_file(shard);
+        if file.rotation.is_some() && self.complete_locked(shard, &mut file).is_err() {
+            return false;
         }
+        if s.durable.load(Ordering::Acquire) >= written {
+            return true;
+        }
+        let Some(f) = file.current.as_mut() else {
+            return true;
+        };
+        let t = Instant::now();
+        let r = f.sync_data();
+        self.stats.persist.fsync_took(t.elapsed());
+        if let Err(e) = r {
+            self.fail(format!("fdatasync of a log: {e}"));
+            return false;
+        }
+        s.durable.fetch_max(written, Ordering::AcqRel);
         true
     }
 
     /// The sync thread: under `everysec` a round each second, under every policy a round
     /// whenever one is asked for; a last round at stop.
     pub(crate) fn spawn_syncer(self: &Arc<Store>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let mut helpers = Vec::new();
+        for n in 1..self.shards.len() {
+            let store = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("log-sync-{n}"))
+                .spawn(move || {
+                    let mut seen = 0;
+                    store
+                        .fanout
+                        .serve(|i| store.sync_shard(i), || store.publish_waits(&mut seen));
+                });
+            match spawned {
+                Ok(h) => helpers.push(h),
+                Err(e) => {
+                    self.fanout.stop();
+                    return Err(e);
+                }
+            }
+        }
         let store = self.clone();
         std::thread::Builder::new()
             .name("log-sync".into())
-            .spawn(move || store.sync_loop())
+            .spawn(move || {
+                store.sync_loop();
+                store.fanout.stop();
+                for h in helpers {
+                    let _ = h.join();
+                }
+            })
     }
 
     fn sync_loop(&self) {
+        let mut waits_seen = 0;
         let mut last = Instant::now();
         let mut grouping = Grouping::default();
         loop {
@@ -724,7 +772,7 @@ impl Store {
                         .wait_timeout(r, timeout)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
-                    self.publish_waits();
+                    self.publish_waits(&mut waits_seen);
                 }
                 r.wake_at = u64::MAX;
                 self.count_hold(&mut r, &grouping);
@@ -733,7 +781,7 @@ impl Store {
             last = Instant::now();
             if !self.is_failed() {
                 self.sync_all();
-                self.publish_waits();
+                self.publish_waits(&mut waits_seen);
             }
             let requested = {
                 let mut r = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
@@ -782,12 +830,13 @@ impl Store {
             .fetch_add(first.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// On the sync thread: publishes its waits so far (`sync_thread_waits`).
-    fn publish_waits(&self) {
-        self.sync_thread_waits.store(
-            directkv_sys::cpu::thread_voluntary_switches(),
-            Ordering::Relaxed,
-        );
+    /// On the sync thread or a helper: adds the calling thread's waits since it last
+    /// published (`seen`, its count then) to `sync_thread_waits`.
+    fn publish_waits(&self, seen: &mut u64) {
+        let now = directkv_sys::cpu::thread_voluntary_switches();
+        self.sync_thread_waits
+            .fetch_add(now.wrapping_sub(*seen), Ordering::Relaxed);
+        *seen = now;
     }
 
     /// Stops the sync thread after a last round (the server's shards have stopped).

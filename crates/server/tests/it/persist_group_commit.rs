@@ -108,6 +108,15 @@ impl Gate {
     }
 }
 
+/// Opens the gate when dropped (also while a failed assertion unwinds).
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.set_closed(false);
+    }
+}
+
 /// `RealFs` whose files' fdatasyncs pass through a `Gate`.
 struct GateFs(Arc<Gate>);
 
@@ -226,6 +235,53 @@ fn a_round_waits_for_the_connection_the_last_one_answered() {
     for k in ["a1", "b1", "a2"] {
         assert_eq!(c.cmd(&["GET", k]), common::bulk("v"), "{k}");
     }
+    drop(c);
+    srv.stop();
+}
+
+#[test]
+fn a_rounds_fdatasyncs_of_several_logs_run_at_the_same_time() {
+    // One MSET of keys on all three shards: its round syncs three logs. With the gate closed
+    // the round's fdatasyncs are held where they begin, so three held at once means they ran
+    // at the same time (`persistence/fanout.rs`); one after another (main before it) never
+    // gets past one held.
+    let dir = TempDir::new("fanout");
+    let gate = Arc::new(Gate::default());
+    let cfg = ServerConfig {
+        shards: 3,
+        ..config(&dir, 0)
+    };
+    let srv = Server::start_with_fs(cfg.clone(), Arc::new(GateFs(gate.clone()))).unwrap();
+    let mut c = Client::connect(&srv);
+    let fsyncs0 = metric(&srv, "directkv_aof_fsyncs_total");
+    let rounds0 = metric(&srv, "directkv_aof_sync_rounds_total");
+    let keys: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
+    let mut mset: Vec<&[u8]> = vec![b"MSET"];
+    for k in &keys {
+        mset.push(k.as_bytes());
+        mset.push(b"v");
+    }
+    gate.set_closed(true);
+    // Opened again however the wait ends, so a failure stops the server instead of hanging.
+    let opened = OpenOnDrop(gate.clone());
+    c.send(&mset);
+    wait_until("the three logs' fdatasyncs are in progress at once", || {
+        gate.held() == 3
+    });
+    drop(opened);
+    assert_eq!(c.read(), common::ok());
+    assert_eq!(metric(&srv, "directkv_aof_fsyncs_total") - fsyncs0, 3);
+    assert_eq!(metric(&srv, "directkv_aof_sync_rounds_total") - rounds0, 1);
+    // The helpers keep serving: more rounds, each with every log, all acknowledged.
+    for round in 0..20 {
+        c.send(&mset);
+        assert_eq!(c.read(), common::ok(), "round {round}");
+    }
+    drop(c);
+    srv.stop();
+    let srv = Server::start(cfg).expect("server restarts");
+    let mut c = Client::connect(&srv);
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Integer(64));
     drop(c);
     srv.stop();
 }
