@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # always (or POLICY) co-located as users run it: the server with its defaults (EXTRA for more flags,
 # e.g. "--shards 2"), the load generator unpinned and sleeping in epoll; INFO deltas over 3 s.
-BIN=${BIN:-/work/main/target/release/directkv}
+BIN=${BIN:-target/release/directkv}
 D=$(mktemp -d /tmp/cs.XXXX); PORT=$((20000 + RANDOM % 10000))
 $BIN serve --port $PORT --memcache-port 0 --ocsm no --udp no --metrics-port 0 --appendonly yes --appendfsync ${POLICY:-always} --dir $D $EXTRA >/dev/null 2>&1 &
 PID=$!; sleep 1
