@@ -285,8 +285,8 @@ pub(crate) struct Store {
     pub(crate) snapshots: snapshot::Snapshots,
     /// The sync thread's and its helpers' waits so far (their voluntary context switches,
     /// published after each wait for asks or a job and each fdatasync): each ends in a
-    /// wake-up that may take the core from a shard on it. A shard's busy poller discounts them from the preemptions it
-    /// reads as its core being wanted (`shard::busy_poll`).
+    /// wake-up that may take the core from a shard on it. A shard's busy poller discounts
+    /// them from the preemptions it reads as its core being wanted (`shard::busy_poll`).
     pub(crate) sync_thread_waits: Arc<AtomicU64>,
     /// The helpers that sync other shards' logs while the sync thread syncs one (`fanout.rs`):
     /// one per shard after the first.
