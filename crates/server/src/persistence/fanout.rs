@@ -140,38 +140,44 @@ mod tests {
     use std::sync::{Arc, Barrier};
     use std::thread;
 
-    #[test]
-    fn every_item_runs_once_and_a_failure_is_reported() {
-        let fan = Arc::new(Fanout::new(3));
-        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..5).map(|_| AtomicUsize::new(0)).collect());
-        let helpers: Vec<_> = (0..3)
+    /// A fan-out with `helpers` threads serving `job`, handed to `body` with the same job for
+    /// its own `run` calls; the helpers are stopped and joined after it.
+    fn with_helpers(
+        helpers: usize,
+        job: impl Fn(usize) -> bool + Send + Sync + 'static,
+        body: impl FnOnce(&Fanout, &dyn Fn(usize) -> bool),
+    ) {
+        let fan = Arc::new(Fanout::new(helpers));
+        let job = Arc::new(job);
+        let threads: Vec<_> = (0..helpers)
             .map(|_| {
-                let (fan, runs) = (fan.clone(), runs.clone());
-                thread::spawn(move || {
-                    fan.serve(
-                        |i| {
-                            runs[i].fetch_add(1, Ordering::Relaxed);
-                            i != 3
-                        },
-                        || {},
-                    )
-                })
+                let (fan, job) = (fan.clone(), job.clone());
+                thread::spawn(move || fan.serve(|i| job(i), || {}))
             })
             .collect();
-        let job = |i: usize| {
-            runs[i].fetch_add(1, Ordering::Relaxed);
+        body(&fan, &*job);
+        fan.stop();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn every_item_runs_once_and_a_failure_is_reported() {
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..5).map(|_| AtomicUsize::new(0)).collect());
+        let counted = runs.clone();
+        let job = move |i: usize| {
+            counted[i].fetch_add(1, Ordering::Relaxed);
             i != 3
         };
-        for round in 1..=200 {
-            assert!(fan.run(&[0, 1, 2], job), "round {round}");
-            assert!(!fan.run(&[0, 3, 4], job), "round {round}: item 3 failed");
-            assert!(fan.run(&[4], job));
-            assert!(fan.run(&[], job));
-        }
-        fan.stop();
-        for h in helpers {
-            h.join().unwrap();
-        }
+        with_helpers(3, job, |fan, job| {
+            for round in 1..=200 {
+                assert!(fan.run(&[0, 1, 2], job), "round {round}");
+                assert!(!fan.run(&[0, 3, 4], job), "round {round}: item 3 failed");
+                assert!(fan.run(&[4], job));
+                assert!(fan.run(&[], job));
+            }
+        });
         let counts: Vec<usize> = runs.iter().map(|r| r.load(Ordering::Relaxed)).collect();
         assert_eq!(counts, vec![400, 200, 200, 200, 400]);
     }
@@ -180,30 +186,12 @@ mod tests {
     fn the_jobs_of_a_round_run_at_the_same_time() {
         // Each job waits at a barrier of three: only three jobs running at once pass it, so
         // run() returns only if the helpers took two while the caller ran one.
-        let fan = Arc::new(Fanout::new(2));
-        let barrier = Arc::new(Barrier::new(3));
-        let helpers: Vec<_> = (0..2)
-            .map(|_| {
-                let (fan, barrier) = (fan.clone(), barrier.clone());
-                thread::spawn(move || {
-                    fan.serve(
-                        |_| {
-                            barrier.wait();
-                            true
-                        },
-                        || {},
-                    )
-                })
-            })
-            .collect();
-        assert!(fan.run(&[0, 1, 2], |_| {
+        let barrier = Barrier::new(3);
+        let job = move |_| {
             barrier.wait();
             true
-        }));
-        fan.stop();
-        for h in helpers {
-            h.join().unwrap();
-        }
+        };
+        with_helpers(2, job, |fan, job| assert!(fan.run(&[0, 1, 2], job)));
     }
 
     #[test]
